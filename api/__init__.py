@@ -1,0 +1,3 @@
+"""The REST sidecar service (FastAPI): arrives with the service issue."""
+
+__all__: list[str] = []

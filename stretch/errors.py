@@ -1,0 +1,46 @@
+"""The one exception hierarchy of the service.
+
+Kernels return status codes; the Python wrappers raise these. The REST layer (``api/``)
+turns them into 4xx answers, so every message names what was wrong: the operator, the
+source, the epoch and the offending value where they apply.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CapacityError",
+    "InputError",
+    "LateTupleError",
+    "OperatorError",
+    "ReconfigurationError",
+    "SchemaError",
+    "StretchError",
+]
+
+
+class StretchError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class InputError(StretchError):
+    """Input that cannot be read: a missing file, a bad format, an unsorted stream."""
+
+
+class SchemaError(InputError):
+    """Input whose columns or types do not match what the operator expects."""
+
+
+class LateTupleError(InputError):
+    """A tuple whose ``ts`` is before its source's released watermark."""
+
+
+class OperatorError(StretchError):
+    """An unknown operator, an unknown or invalid parameter, a bad O+ definition."""
+
+
+class ReconfigurationError(StretchError):
+    """A reconfiguration request that cannot be applied; nothing was changed."""
+
+
+class CapacityError(StretchError):
+    """A bounded buffer is full and the caller asked not to block."""
