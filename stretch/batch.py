@@ -18,12 +18,7 @@ from numpy.typing import NDArray
 
 from stretch.schema import TS, ColumnType, Schema
 
-__all__ = ["Batch", "StringDictionary", "total_order"]
-
-
-def total_order(ts: int, source: int, seq: int) -> tuple[int, int, int]:
-    """The sort key of a tuple: event time, then source index, then per-source sequence."""
-    return (ts, source, seq)
+__all__ = ["Batch", "StringDictionary"]
 
 
 class StringDictionary:

@@ -1,0 +1,305 @@
+"""The ``stretch`` command: replay an operator over files, generate data, run the demo.
+
+Bad input never produces a traceback: every ``StretchError`` (and a bad argument) ends the
+command with exit status 2 and one line on stderr naming the file, row and column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from stretch.catalog import CATALOG, build
+from stretch.errors import InputError, StretchError
+from stretch.generate import GENERATORS
+from stretch.io import FORMATS, read_table, write_table
+from stretch.oplus import OPlus
+from stretch.schema import TS, ColumnType, conform
+from stretch.sn import run_sn
+
+__all__ = ["main"]
+
+log = logging.getLogger("stretch")
+
+RUNTIMES = ("sn",)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
+    )
+    try:
+        result: int = args.run(args)
+    except StretchError as exc:
+        sys.stderr.write(f"stretch: error: {exc}\n")
+        return 2
+    return result
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stretch",
+        description="STRETCH O+ operators with virtual shared-nothing parallelism (see README.md).",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    replay = commands.add_parser(
+        "replay",
+        help="run an operator over input files",
+        description="Run a catalog operator over one file per input stream (formats by "
+        f"extension: {', '.join(FORMATS)}). Each file needs an int64 'ts' column "
+        "(event time in ms) and the operator's columns. 'hedge' takes one file "
+        "that feeds both of its streams.",
+        epilog="operators: " + "; ".join(f"{n}: {s.description}" for n, s in CATALOG.items()),
+    )
+    replay.add_argument("operator", help=f"one of {', '.join(CATALOG)}")
+    replay.add_argument(
+        "--input",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="input file of the next source, in stream order (repeatable)",
+    )
+    replay.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="operator parameter, e.g. ws=60000 (repeatable)",
+    )
+    replay.add_argument(
+        "--output",
+        metavar="PATH",
+        help="output file (format by extension); CSV on stdout if omitted",
+    )
+    replay.add_argument(
+        "--runtime",
+        choices=("vsn", "sn"),
+        default="sn",
+        help="vsn: the shared-state runtime; sn: the sequential shared-nothing "
+        "reference (default: sn)",
+    )
+    replay.add_argument(
+        "--parallelism",
+        type=int,
+        default=1,
+        metavar="M",
+        help="number of operator instances (default 1)",
+    )
+    replay.add_argument(
+        "--max-parallelism",
+        type=int,
+        default=None,
+        metavar="N",
+        help="pool size n for the vsn runtime (default: M)",
+    )
+    replay.add_argument(
+        "--reconfigure",
+        action="append",
+        default=[],
+        metavar="TS:M",
+        help="vsn: switch to M instances once the watermark passes TS",
+    )
+    replay.add_argument(
+        "--sorted",
+        action="store_true",
+        help="assert every input is sorted by ts (an unsorted row is an "
+        "error); otherwise each input is sorted first",
+    )
+    replay.set_defaults(run=_replay)
+
+    generate = commands.add_parser(
+        "generate",
+        help="write synthetic input streams",
+        description="scalejoin: streams L and R (section 8.3); hedge: a NYSE-like trade "
+        "stream (section 8.6); tweets: for wordcount, paircount, longest_tweet.",
+    )
+    generate.add_argument("kind", choices=sorted(GENERATORS))
+    generate.add_argument("--rows", type=int, default=10_000, help="rows per stream")
+    generate.add_argument(
+        "--rate",
+        type=float,
+        default=1000.0,
+        help="mean tuples per second of event time (default 1000)",
+    )
+    generate.add_argument("--seed", type=int, default=0)
+    generate.add_argument(
+        "--output",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="output file per stream; with one PATH for scalejoin, writes PATH's stem + _l and _r",
+    )
+    generate.set_defaults(run=_generate)
+
+    demo = commands.add_parser(
+        "demo",
+        help="the main job: a generated NYSE-like day through 'hedge'",
+        description="Generate a trade stream, run the hedge join on it and print a summary.",
+    )
+    demo.add_argument("--rows", type=int, default=4_000, help="trades (default 4000)")
+    demo.add_argument(
+        "--rate", type=float, default=25.0, help="mean trades per second of event time (default 25)"
+    )
+    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--parallelism", type=int, default=2)
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def _replay(args: argparse.Namespace) -> int:
+    params = dict(_split_param(p) for p in args.param)
+    if args.parallelism < 1:
+        msg = f"--parallelism must be >= 1, got {args.parallelism}"
+        raise InputError(msg)
+    if args.runtime not in RUNTIMES:
+        msg = (
+            f"--runtime {args.runtime} is not available in this build yet "
+            "(it arrives with the VSN runtime); use --runtime sn"
+        )
+        raise InputError(msg)
+    if args.reconfigure:
+        msg = "--reconfigure needs --runtime vsn"
+        raise InputError(msg)
+    tables = [read_table(path) for path in args.input]
+    if args.operator == "forward" and "columns" not in params and tables:
+        params["columns"] = _columns_of(tables[0])
+        params.setdefault("inputs", str(len(tables)))
+    op = build(args.operator, params)
+    if args.operator == "hedge" and len(tables) == 1:
+        tables, args.input = tables * 2, args.input * 2
+    if len(tables) != op.n_inputs:
+        msg = f"operator {op.name!r} takes {op.n_inputs} input file(s), got {len(tables)}"
+        raise InputError(msg)
+    tables = [
+        _ordered(conform(t, schema, path), path, args.sorted)
+        for t, schema, path in zip(tables, op.inputs, args.input, strict=True)
+    ]
+    started = time.perf_counter()
+    result = run_sn(op, tables, args.parallelism)
+    elapsed = time.perf_counter() - started
+    rows_in = sum(t.num_rows for t in tables)
+    log.info("%s: %d rows in, %d rows out in %.2f s", op.name, rows_in, result.num_rows, elapsed)
+    _write_output(result, args.output)
+    return 0
+
+
+def _split_param(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        msg = f"--param must look like K=V, got {text!r}"
+        raise InputError(msg)
+    return key.strip(), value.strip()
+
+
+def _columns_of(table: pa.Table) -> str:
+    """Forward's ``columns`` param from a table's payload columns."""
+    kinds = []
+    for field in table.schema:
+        if field.name == TS:
+            continue
+        kind = next((k for k in ColumnType if k.arrow == field.type), None)
+        if kind is None and pa.types.is_integer(field.type):
+            kind = ColumnType.INT
+        if kind is None:
+            msg = f"column {field.name!r} has type {field.type}, which forward cannot carry"
+            raise InputError(msg)
+        kinds.append(f"{field.name}:{kind.value}")
+    return ",".join(kinds)
+
+
+def _ordered(table: pa.Table, path: str, asserted: bool) -> pa.Table:
+    """The table in ts order; with ``asserted``, an unsorted row is an error instead."""
+    ts = table.column(TS).to_numpy()
+    if len(ts) < 2:
+        return table
+    backwards = np.flatnonzero(ts[1:] < ts[:-1])
+    if not len(backwards):
+        return table
+    if asserted:
+        row = int(backwards[0]) + 2
+        msg = (
+            f"{path}: row {row}, column 'ts': {int(ts[row - 1])} is before the previous "
+            f"row's {int(ts[row - 2])} (input asserted --sorted)"
+        )
+        raise InputError(msg)
+    return table.take(pa.array(np.argsort(ts, kind="stable")))
+
+
+def _write_output(table: pa.Table, path: str | None) -> None:
+    if path is None:
+        sys.stdout.write(",".join(table.column_names) + "\n")
+        for row in table.to_pylist():
+            sys.stdout.write(",".join(_csv_value(v) for v in row.values()) + "\n")
+        return
+    write_table(table, path)
+
+
+def _csv_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    text = str(value)
+    return f'"{text.replace(chr(34), chr(34) * 2)}"' if any(c in text for c in ',"\n') else text
+
+
+def _generate(args: argparse.Namespace) -> int:
+    try:
+        tables = GENERATORS[args.kind](rows=args.rows, rate=args.rate, seed=args.seed)
+    except ValueError as exc:
+        raise InputError(str(exc)) from exc
+    paths = [Path(p) for p in args.output]
+    if len(paths) == 1 and len(tables) == 2:
+        stem, suffix = paths[0].with_suffix(""), paths[0].suffix
+        paths = [Path(f"{stem}_l{suffix}"), Path(f"{stem}_r{suffix}")]
+    if len(paths) != len(tables):
+        msg = f"{args.kind} writes {len(tables)} stream(s); give {len(tables)} --output path(s)"
+        raise InputError(msg)
+    for table, path in zip(tables, paths, strict=True):
+        write_table(table, path)
+        sys.stdout.write(f"wrote {table.num_rows} rows to {path}\n")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    (trades,) = GENERATORS["hedge"](rows=args.rows, rate=args.rate, seed=args.seed)
+    op: OPlus = build("hedge")
+    started = time.perf_counter()
+    pairs = run_sn(op, [trades, trades], args.parallelism)
+    elapsed = time.perf_counter() - started
+    out = sys.stdout
+    out.write(
+        f"hedge over {trades.num_rows} generated trades "
+        f"(WS {op.ws_ms} ms, parallelism {args.parallelism}, runtime sn)\n"
+    )
+    out.write(
+        f"  {pairs.num_rows} hedging pairs in {elapsed:.2f} s "
+        f"({trades.num_rows / max(elapsed, 1e-9):,.0f} trades/s)\n"
+    )
+    if pairs.num_rows:
+        counts = (
+            pa.TableGroupBy(pairs, ["l_symbol", "r_symbol"])
+            .aggregate([("l_price", "count")])
+            .sort_by([("l_price_count", "descending")])
+        )
+        for row in counts.slice(0, 5).to_pylist():
+            out.write(
+                f"  {row['l_symbol']:>5} ~ {row['r_symbol']:<5} {row['l_price_count']} pairs\n"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

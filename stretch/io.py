@@ -1,0 +1,366 @@
+"""Read and write tables by file extension: CSV, JSON lines, Arrow IPC and Parquet.
+
+The CLI's ``replay --input PATH`` and ``--output PATH`` go through these two functions, so
+every failure is an :class:`~stretch.errors.InputError` whose one-line message names the
+file and, where it can be known, the line and column.
+
+Strings stay strings: readers never turn a text column into timestamps or dates, whatever
+its values look like. CSV columns otherwise get pyarrow's type inference (``true`` and
+``false`` are booleans, an empty unquoted field is null); the CSV writer prints floats with
+the shortest text that parses back to the same double, always with a ``.`` or an exponent
+so that a float column never reads back as integers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.json as pa_json
+import pyarrow.parquet as pq
+
+from stretch.errors import InputError, SchemaError
+
+__all__ = ["FORMATS", "read_table", "write_table"]
+
+FORMATS: tuple[str, ...] = (".csv", ".jsonl", ".arrow", ".parquet")
+"""The file extensions :func:`read_table` and :func:`write_table` accept."""
+
+_ARROW_FILE_MAGIC = b"ARROW1"
+
+_CONTROL_CHARACTER = r"[\x00-\x1f]"
+
+# A float rendered as an optional sign and digits only ("1", "-0") needs a ".0".
+_INTEGRAL_TEXT = r"^-?[0-9]+$"
+
+
+def read_table(path: str | Path) -> pa.Table:
+    """Read a table from a file, its format chosen by the file's extension.
+
+    Args:
+        path: A ``.csv`` (header row, inferred types), ``.jsonl`` (one JSON object a line;
+            blank lines are skipped), ``.arrow`` (Arrow IPC, file or stream format) or
+            ``.parquet`` file.
+
+    Returns:
+        The table, columns in file order. A CSV file holding only a header gives an empty
+        table with those columns (of type null); an empty JSON lines file gives a table
+        with no columns.
+
+    Raises:
+        InputError: The extension is unknown, the file is missing or unreadable, or its
+            content is malformed; the message names the file and, where known, the line
+            (1-based) and column.
+
+    """
+    path = Path(path)
+    reader = _READERS.get(_extension(path))
+    if reader is None:
+        msg = f"cannot read {path}: unknown extension {path.suffix!r}, expected one of {FORMATS}"
+        raise InputError(msg)
+    if not path.is_file():
+        msg = f"cannot read {path}: no such file"
+        raise InputError(msg)
+    try:
+        return reader(path)
+    except OSError as exc:
+        msg = f"cannot read {path}: {exc.strerror or _first_line(exc)}"
+        raise InputError(msg) from exc
+    except pa.ArrowException as exc:
+        msg = f"cannot read {path}: {_first_line(exc)}"
+        raise InputError(msg) from exc
+
+
+def write_table(table: pa.Table, path: str | Path) -> None:
+    """Write a table to a file, its format chosen by the file's extension.
+
+    Missing parent directories are created; an existing file is replaced. Every format
+    reads back equal with :func:`read_table` for integer, float, boolean and string
+    columns, except that CSV keeps no types (they are inferred again, so a string column
+    of numbers reads back as numbers) and an empty table written as JSON lines reads back
+    with no columns.
+
+    Args:
+        table: The table to write.
+        path: A path ending in one of :data:`FORMATS`; ``.arrow`` writes the IPC file
+            format.
+
+    Raises:
+        InputError: The extension is unknown or the file cannot be written.
+        SchemaError: JSON lines only: the table has duplicate column names or a value JSON
+            cannot represent (e.g. binary or timestamps).
+
+    """
+    path = Path(path)
+    writer = _WRITERS.get(_extension(path))
+    if writer is None:
+        msg = f"cannot write {path}: unknown extension {path.suffix!r}, expected one of {FORMATS}"
+        raise InputError(msg)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer(table, path)
+    except OSError as exc:
+        msg = f"cannot write {path}: {exc.strerror or _first_line(exc)}"
+        raise InputError(msg) from exc
+    except pa.ArrowException as exc:
+        msg = f"cannot write {path}: {_first_line(exc)}"
+        raise InputError(msg) from exc
+
+
+def _extension(path: Path) -> str:
+    return path.suffix.lower()
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _temporal_columns(table: pa.Table) -> list[str]:
+    return [field.name for field in table.schema if pa.types.is_temporal(field.type)]
+
+
+def _csv_convert(text_columns: list[str] | None = None) -> pa_csv.ConvertOptions:
+    # An empty unquoted field is null; ``""`` is the empty string. Nothing else is null,
+    # so that ``nan`` reads back as a float and ``NA`` as a string.
+    return pa_csv.ConvertOptions(
+        null_values=[""],
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=False,
+        column_types=dict.fromkeys(text_columns or [], pa.string()),
+    )
+
+
+def _csv_parse(
+    *, one_column: bool = False, on_invalid_row: Callable[[Any], str] | None = None
+) -> pa_csv.ParseOptions:
+    # In a one-column file an empty line is a null, not a blank line to skip.
+    return pa_csv.ParseOptions(
+        newlines_in_values=True,
+        ignore_empty_lines=not one_column,
+        invalid_row_handler=on_invalid_row,
+    )
+
+
+def _read_csv(path: Path) -> pa.Table:
+    try:
+        table = pa_csv.read_csv(path, parse_options=_csv_parse(), convert_options=_csv_convert())
+    except pa.ArrowInvalid as exc:
+        raise InputError(_locate_csv_error(path, exc)) from exc
+    one_column = table.num_columns == 1
+    temporal = _temporal_columns(table)
+    if one_column or temporal:
+        table = pa_csv.read_csv(
+            path,
+            parse_options=_csv_parse(one_column=one_column),
+            convert_options=_csv_convert(temporal),
+        )
+    return table
+
+
+def _locate_csv_error(path: Path, exc: pa.ArrowInvalid) -> str:
+    """Re-parse serially (row numbers are unknown in parallel) to name the bad row."""
+    bad_rows: list[Any] = []
+
+    def record(row: Any) -> str:
+        bad_rows.append(row)
+        return "error"
+
+    try:
+        pa_csv.read_csv(
+            path,
+            read_options=pa_csv.ReadOptions(use_threads=False),
+            parse_options=_csv_parse(on_invalid_row=record),
+            convert_options=_csv_convert(),
+        )
+    except pa.ArrowInvalid:
+        if bad_rows and bad_rows[0].number is not None:
+            row = bad_rows[0]
+            # Arrow numbers records from 1 counting the header; data rows start after it.
+            return (
+                f"cannot read {path}: row {row.number - 1}: expected "
+                f"{row.expected_columns} columns, got {row.actual_columns}"
+            )
+    return f"cannot read {path}: {_first_line(exc)}"
+
+
+def _read_jsonl(path: Path) -> pa.Table:
+    try:
+        table = pa_json.read_json(path)
+        # Arrow's JSON reader does not check that strings are UTF-8.
+        table.validate(full=True)
+    except pa.ArrowInvalid:
+        # Arrow's messages count rows per block; the stdlib pass names the exact line.
+        return _read_jsonl_line_by_line(path)
+    temporal = _temporal_columns(table)
+    if not temporal:
+        return table
+    schema = pa.schema(
+        pa.field(f.name, pa.string()) if f.name in temporal else f for f in table.schema
+    )
+    return pa_json.read_json(path, parse_options=pa_json.ParseOptions(explicit_schema=schema))
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _read_jsonl_line_by_line(path: Path) -> pa.Table:
+    columns: dict[str, list[object]] = {}
+    kinds: dict[str, str] = {}
+    rows = 0
+    with path.open("rb") as lines:
+        for line_number, raw_line in enumerate(lines, start=1):
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                msg = f"cannot read {path}: line {line_number}: not UTF-8 text"
+                raise InputError(msg) from exc
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                msg = f"cannot read {path}: line {line_number}: invalid JSON: {exc.msg}"
+                raise InputError(msg) from exc
+            if not isinstance(record, dict):
+                msg = (
+                    f"cannot read {path}: line {line_number}: expected a JSON object, "
+                    f"got {_json_kind(record)}"
+                )
+                raise InputError(msg)
+            for name, value in record.items():
+                kind = _json_kind(value)
+                seen = kinds.setdefault(name, kind) if kind != "null" else kind
+                if seen != kind:
+                    msg = (
+                        f"cannot read {path}: line {line_number}, column {name!r}: "
+                        f"{kind} value in a column of {seen} values"
+                    )
+                    raise InputError(msg)
+                columns.setdefault(name, [None] * rows).append(value)
+            rows += 1
+            for values in columns.values():
+                if len(values) < rows:
+                    values.append(None)
+    arrays = {}
+    for name, values in columns.items():
+        try:
+            arrays[name] = pa.array(values)
+        except (pa.ArrowException, OverflowError) as exc:
+            msg = f"cannot read {path}: column {name!r}: {_first_line(exc)}"
+            raise InputError(msg) from exc
+    return pa.table(arrays)
+
+
+def _read_arrow(path: Path) -> pa.Table:
+    with pa.OSFile(str(path)) as source:
+        buffer = source.read_buffer()
+    if buffer.slice(0, len(_ARROW_FILE_MAGIC)).to_pybytes() == _ARROW_FILE_MAGIC:
+        return pa.ipc.open_file(buffer).read_all()
+    return pa.ipc.open_stream(buffer).read_all()
+
+
+def _read_parquet(path: Path) -> pa.Table:
+    return pq.ParquetFile(path).read()
+
+
+def _write_csv(table: pa.Table, path: Path) -> None:
+    columns = [
+        _float_text(column) if pa.types.is_floating(column.type) else column
+        for column in table.columns
+    ]
+    pa_csv.write_csv(pa.table(columns, names=table.column_names), path)
+
+
+def _float_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    text = pc.cast(column, pa.string())
+    integral = pc.match_substring_regex(text, _INTEGRAL_TEXT)
+    return pc.if_else(integral, pc.binary_join_element_wise(text, ".0", ""), text)
+
+
+def _write_jsonl(table: pa.Table, path: Path) -> None:
+    names = table.column_names
+    if len(set(names)) != len(names):
+        msg = f"cannot write {path}: duplicate column names {names} in JSON lines"
+        raise SchemaError(msg)
+    if not names:
+        path.write_text("{}\n" * table.num_rows, encoding="utf-8")
+        return
+    # Each line is '{"name":value,...}' joined column-wise: no Python loop over rows.
+    keys = [("{" if i == 0 else ",") + json.dumps(name) + ":" for i, name in enumerate(names)]
+    with path.open("w", encoding="utf-8") as sink:
+        for batch in table.to_batches():
+            parts: list[Any] = []
+            for key, column in zip(keys, batch.columns, strict=True):
+                parts += [key, _json_text(column, path)]
+            lines = pc.binary_join_element_wise(*parts, "}\n", "")
+            sink.write("".join(lines.to_pylist()))
+
+
+def _json_text(column: pa.Array, path: Path) -> pa.Array:
+    """Render every value of a column as JSON text, nulls as ``null``."""
+    kind = column.type
+    if pa.types.is_integer(kind) or pa.types.is_boolean(kind):
+        text = pc.cast(column, pa.string())
+    elif pa.types.is_floating(kind):
+        # Python's json spells the non-finite floats NaN, Infinity and -Infinity.
+        finite = pc.replace_substring(_float_text(column), "inf", "Infinity")
+        text = pc.if_else(pc.is_nan(column), "NaN", finite)
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        text = _json_string(column)
+    else:
+        try:
+            text = pa.array([json.dumps(value) for value in column.to_pylist()], pa.string())
+        except TypeError as exc:
+            msg = f"cannot write {path} as JSON lines: {exc}"
+            raise SchemaError(msg) from exc
+    return pc.fill_null(text, "null")
+
+
+def _json_string(column: pa.Array) -> pa.Array:
+    """Quote and escape strings as JSON does, non-ASCII characters kept as they are."""
+    text = pc.replace_substring(column, "\\", "\\\\")
+    text = pc.replace_substring(text, '"', '\\"')
+    if pc.any(pc.match_substring_regex(text, _CONTROL_CHARACTER)).as_py():
+        for code in range(0x20):
+            text = pc.replace_substring(text, chr(code), json.dumps(chr(code))[1:-1])
+    return pc.binary_join_element_wise('"', text, '"', "")
+
+
+def _write_arrow(table: pa.Table, path: Path) -> None:
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    pq.write_table(table, path)
+
+
+_READERS: dict[str, Callable[[Path], pa.Table]] = {
+    ".csv": _read_csv,
+    ".jsonl": _read_jsonl,
+    ".arrow": _read_arrow,
+    ".parquet": _read_parquet,
+}
+_WRITERS: dict[str, Callable[[pa.Table, Path], None]] = {
+    ".csv": _write_csv,
+    ".jsonl": _write_jsonl,
+    ".arrow": _write_arrow,
+    ".parquet": _write_parquet,
+}

@@ -1,0 +1,247 @@
+"""Synthetic data generators: schemas, determinism, timestamps and distributions."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from numpy.typing import NDArray
+
+from stretch.generate import (
+    GENERATORS,
+    HEDGE_AVG_PRICES,
+    HEDGE_PEAK_RATE,
+    HEDGE_START_MS,
+    hedge,
+    scalejoin,
+    tweets,
+)
+
+SCHEMAS = {
+    "scalejoin": [
+        pa.schema([("ts", pa.int64()), ("x", pa.int64()), ("y", pa.float64())]),
+        pa.schema(
+            [
+                ("ts", pa.int64()),
+                ("a", pa.int64()),
+                ("b", pa.float64()),
+                ("c", pa.float64()),
+                ("d", pa.bool_()),
+            ]
+        ),
+    ],
+    "hedge": [
+        pa.schema(
+            [
+                ("ts", pa.int64()),
+                ("symbol", pa.string()),
+                ("price", pa.float64()),
+                ("avg_price", pa.float64()),
+            ]
+        )
+    ],
+    "tweets": [pa.schema([("ts", pa.int64()), ("user", pa.string()), ("tweet", pa.string())])],
+}
+
+names = pytest.mark.parametrize("name", sorted(SCHEMAS))
+
+
+def ts_of(table: pa.Table) -> NDArray[np.int64]:
+    ts: NDArray[np.int64] = table["ts"].to_numpy()
+    return ts
+
+
+def test_generators_are_named_after_their_operators() -> None:
+    assert {"scalejoin": scalejoin, "hedge": hedge, "tweets": tweets} == GENERATORS
+
+
+@names
+@pytest.mark.parametrize("rows", [0, 1, 1000])
+def test_schema_and_row_count(name: str, rows: int) -> None:
+    tables = GENERATORS[name](rows, 100.0, 7)
+    assert [table.schema for table in tables] == SCHEMAS[name]
+    assert all(table.num_rows == rows for table in tables)
+    assert all(table.column(0).null_count == 0 for table in tables)
+
+
+@names
+def test_same_seed_same_tables_other_seed_other_tables(name: str) -> None:
+    generate: Callable[..., list[pa.Table]] = GENERATORS[name]
+    first, again, other = (
+        generate(2000, 500.0, 1),
+        generate(2000, 500.0, 1),
+        generate(2000, 500.0, 2),
+    )
+    assert all(a.equals(b) for a, b in zip(first, again, strict=True))
+    assert not any(a.equals(b) for a, b in zip(first, other, strict=True))
+
+
+@names
+@pytest.mark.parametrize("rate", [0.5, 300.0, 5000.0])
+def test_ts_is_non_decreasing(name: str, rate: float) -> None:
+    for table in GENERATORS[name](3000, rate, 3):
+        assert np.all(np.diff(ts_of(table)) >= 0)
+
+
+@names
+@pytest.mark.parametrize(
+    ("rows", "rate", "message"),
+    [
+        (-1, 10.0, "rows must be >= 0, got -1"),
+        (10, 0.0, "rate must be a positive"),
+        (10, -5.0, "rate must be a positive"),
+        (10, float("nan"), "rate must be a positive"),
+        (10, float("inf"), "rate must be a positive"),
+        (10**18, 1e-3, "more ms than int64"),
+    ],
+)
+def test_bad_arguments_are_value_errors(name: str, rows: int, rate: float, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        GENERATORS[name](rows, rate, 0)
+
+
+# scalejoin (section 8.3)
+
+
+def test_scalejoin_ts_is_steady_with_ties_above_1000_per_second() -> None:
+    left, right = scalejoin(10_000, 2500.0, 0)
+    expected = np.floor(np.arange(10_000) * 1000 / 2500).astype(np.int64)
+    assert np.array_equal(ts_of(left), expected)
+    assert np.array_equal(ts_of(right), expected)
+    assert ts_of(left)[0] == 0
+    assert np.diff(ts_of(left)).min() == 0
+
+
+def test_scalejoin_values_are_uniform_in_1_to_10000() -> None:
+    left, right = scalejoin(50_000, 1000.0, 0)
+    for column in (left["x"], right["a"]):
+        values = column.to_numpy()
+        assert values.min() >= 1
+        assert values.max() <= 10_000
+        assert abs(values.mean() - 5000.5) < 100
+    for column in (left["y"], right["b"], right["c"]):
+        values = column.to_numpy()
+        assert values.min() >= 1.0
+        assert values.max() <= 10_000.0
+        assert len(np.unique(values)) > 49_000
+    assert 0.45 < np.mean(right["d"].to_numpy(zero_copy_only=False)) < 0.55
+
+
+# hedge (section 8.6)
+
+
+def test_hedge_starts_at_0930_and_keeps_the_mean_rate() -> None:
+    (trades,) = hedge(100_000, 1000.0, 0)
+    ts = ts_of(trades)
+    assert ts[0] >= HEDGE_START_MS
+    assert ts[-1] < HEDGE_START_MS + 100_000
+    assert ts[-1] - ts[0] > 90_000
+
+
+def test_hedge_rate_is_bursty_and_capped_at_8000_per_second() -> None:
+    (trades,) = hedge(400_000, 2000.0, 5)
+    per_second = np.bincount((ts_of(trades) - HEDGE_START_MS) // 1000)
+    assert per_second.max() <= HEDGE_PEAK_RATE + 1
+    assert per_second.max() > 2 * per_second.mean()
+    assert np.percentile(per_second, 10) < per_second.mean() / 2
+    assert per_second.std() > 0.3 * per_second.mean()
+
+
+def test_hedge_near_the_peak_fills_every_second_up_to_the_cap() -> None:
+    (trades,) = hedge(80_000, 7900.0, 1)
+    per_second = np.bincount((ts_of(trades) - HEDGE_START_MS) // 1000)
+    assert per_second.max() <= HEDGE_PEAK_RATE + 1
+
+
+def test_hedge_rate_must_stay_below_the_peak() -> None:
+    with pytest.raises(ValueError, match="below a finite peak_rate, got 8000"):
+        hedge(10, 8000.0, 0)
+    with pytest.raises(ValueError, match="peak_rate, got inf"):
+        hedge(10, 100.0, 0, peak_rate=float("inf"))
+    assert hedge(10, 9000.0, 0, peak_rate=20_000.0)[0].num_rows == 10
+
+
+def test_hedge_symbols_and_average_prices() -> None:
+    (trades,) = hedge(50_000, 500.0, 2)
+    symbols = trades["symbol"].to_pylist()
+    assert set(symbols) == set(HEDGE_AVG_PRICES)
+    assert {"VOD", "MA"} <= set(symbols)
+    averages = trades["avg_price"].to_pylist()
+    assert all(HEDGE_AVG_PRICES[s] == a for s, a in zip(symbols, averages, strict=True))
+
+
+def test_hedge_prices_wander_a_few_percent_both_ways_in_cents() -> None:
+    (trades,) = hedge(50_000, 500.0, 2)
+    price = trades["price"].to_numpy()
+    avg = trades["avg_price"].to_numpy()
+    deviation = (price - avg) / avg
+    assert np.abs(deviation).max() < 0.2
+    assert 0.005 < deviation.std() < 0.05
+    assert (deviation > 0.01).mean() > 0.1
+    assert (deviation < -0.01).mean() > 0.1
+    assert np.allclose(np.round(price, 2), price)
+
+
+def test_hedge_has_mirrored_deviations_the_join_predicate_matches() -> None:
+    (trades,) = hedge(2000, 200.0, 4)
+    symbol = np.array(trades["symbol"].to_pylist())
+    price = trades["price"].to_numpy()
+    avg = trades["avg_price"].to_numpy()
+    nd = (price - avg) / avg
+    ts = ts_of(trades)
+    matches = 0
+    for i in range(len(nd)):
+        window = (np.abs(ts - ts[i]) <= 30_000) & (symbol != symbol[i]) & (nd[i] != 0)
+        ratio = nd[window] / nd[i] if nd[i] else np.array([])
+        matches += int(np.count_nonzero((ratio >= -1.05) & (ratio <= -0.95)))
+    assert matches > 100
+
+
+# tweets (section 8.1)
+
+TOKEN = re.compile(r"(w|#tag)[1-9][0-9]*")
+
+
+def test_tweets_are_3_to_20_zipf_tokens_with_hashtags() -> None:
+    (table,) = tweets(5000, 100.0, 0)
+    token_lists = [tweet.split(" ") for tweet in table["tweet"].to_pylist()]
+    assert min(map(len, token_lists)) == 3
+    assert max(map(len, token_lists)) == 20
+    counts = Counter(token for tokens in token_lists for token in tokens)
+    assert all(TOKEN.fullmatch(token) for token in counts)
+    assert counts.most_common(1)[0][0] == "w1"
+    assert counts["w1"] > 5 * counts["w10"] > 0
+    hashtags = {token for token in counts if token.startswith("#")}
+    assert 10 < len(hashtags) <= 50
+    assert sum("#" in tweet for tweet in table["tweet"].to_pylist()) > 2500
+    assert any(len(tokens) > len(set(tokens)) for tokens in token_lists)
+
+
+def test_tweets_users_and_arrivals() -> None:
+    (table,) = tweets(20_000, 1000.0, 0)
+    assert all(re.fullmatch(r"u[1-9][0-9]*", user) for user in table["user"].to_pylist())
+    ts = ts_of(table)
+    assert ts[0] == 0
+    assert 18_000 < ts[-1] < 22_000
+
+
+def test_tweets_vocabulary_and_hashtag_counts() -> None:
+    (table,) = tweets(2000, 100.0, 0, vocabulary=5, hashtags=0)
+    tokens = {token for tweet in table["tweet"].to_pylist() for token in tweet.split()}
+    assert tokens == {"w1", "w2", "w3", "w4", "w5"}
+    (table,) = tweets(2000, 100.0, 0, vocabulary=1, hashtags=1)
+    tokens = {token for tweet in table["tweet"].to_pylist() for token in tweet.split()}
+    assert tokens == {"w1", "#tag1"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"vocabulary": 0}, "vocabulary must be >= 1"), ({"hashtags": -1}, "hashtags must be >= 0")],
+)
+def test_tweets_bad_vocabulary_is_a_value_error(kwargs: dict[str, int], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        tweets(10, 1.0, 0, **kwargs)

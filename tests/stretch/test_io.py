@@ -1,0 +1,304 @@
+"""Reading and writing tables by extension: round trips and error messages."""
+
+from __future__ import annotations
+
+import math
+import struct
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stretch.errors import InputError, SchemaError
+from stretch.io import FORMATS, read_table, write_table
+
+TRICKY_STRINGS = ["plain", "", None, 'a,b "quoted"', "line\nbreak\r\n", "é ✓ \\ \x01", "2018-10-01"]
+
+
+def mixed_table() -> pa.Table:
+    n = len(TRICKY_STRINGS)
+    return pa.table(
+        {
+            "ts": pa.array(range(n), pa.int64()),
+            "i": pa.array([1, -(2**62), None, 0, 7, 2**63 - 1, 3], pa.int64()),
+            "f": [1.0, 0.1, None, -0.0, 1 / 3, 1e300, float("-inf")],
+            "b": [True, False, None, True, False, True, True],
+            "s": TRICKY_STRINGS,
+            "when": ["2018-10-01T00:00:00"] * n,
+        }
+    )
+
+
+def float_bits(values: list[float | None]) -> list[int | None]:
+    return [None if v is None else struct.unpack("<q", struct.pack("<d", v))[0] for v in values]
+
+
+def test_formats_are_the_four_extensions() -> None:
+    assert FORMATS == (".csv", ".jsonl", ".arrow", ".parquet")
+
+
+@pytest.mark.parametrize("extension", FORMATS)
+def test_round_trip_keeps_types_and_values(tmp_path: Path, extension: str) -> None:
+    table = mixed_table()
+    path = tmp_path / f"data{extension}"
+    write_table(table, path)
+    back = read_table(path)
+    assert back.schema == table.schema
+    assert back.equals(table)
+    assert float_bits(back["f"].to_pylist()) == float_bits(table["f"].to_pylist())
+
+
+@pytest.mark.parametrize("extension", FORMATS)
+def test_round_trip_keeps_nan(tmp_path: Path, extension: str) -> None:
+    path = tmp_path / f"nan{extension}"
+    write_table(pa.table({"f": [float("nan"), 2.5]}), path)
+    values = read_table(path)["f"].to_pylist()
+    assert math.isnan(values[0])
+    assert values[1] == 2.5
+
+
+@pytest.mark.parametrize("extension", FORMATS)
+def test_round_trip_accepts_str_paths_and_creates_parents(tmp_path: Path, extension: str) -> None:
+    path = tmp_path / "a" / "b" / f"t{extension}"
+    table = pa.table({"ts": pa.array([5], pa.int64())})
+    write_table(table, str(path))
+    assert read_table(str(path)).equals(table)
+
+
+@pytest.mark.parametrize("extension", [".arrow", ".parquet"])
+def test_empty_table_keeps_its_schema(tmp_path: Path, extension: str) -> None:
+    table = mixed_table().slice(0, 0)
+    path = tmp_path / f"empty{extension}"
+    write_table(table, path)
+    back = read_table(path)
+    assert back.num_rows == 0
+    assert back.schema == table.schema
+
+
+def test_empty_table_as_csv_keeps_column_names(tmp_path: Path) -> None:
+    path = tmp_path / "empty.csv"
+    write_table(mixed_table().slice(0, 0), path)
+    back = read_table(path)
+    assert back.num_rows == 0
+    assert back.column_names == mixed_table().column_names
+
+
+def test_empty_table_as_jsonl_reads_back_empty(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    write_table(mixed_table().slice(0, 0), path)
+    assert path.read_text() == ""
+    assert read_table(path).num_rows == 0
+
+
+def test_csv_writes_booleans_as_words_and_floats_with_a_point(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    write_table(pa.table({"b": [True, False], "f": [3.0, 0.5]}), path)
+    assert path.read_text().splitlines()[1:] == ['true,"3.0"', 'false,"0.5"']
+
+
+def test_csv_header_only_gives_empty_table(tmp_path: Path) -> None:
+    path = tmp_path / "header.csv"
+    path.write_text("ts,x\n")
+    table = read_table(path)
+    assert table.num_rows == 0
+    assert table.column_names == ["ts", "x"]
+
+
+def test_jsonl_skips_blank_lines_and_fills_missing_keys(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"ts": 1, "a": "x"}\n\n{"ts": 2, "b": true}\n')
+    assert read_table(path).to_pylist() == [
+        {"ts": 1, "a": "x", "b": None},
+        {"ts": 2, "a": None, "b": True},
+    ]
+
+
+def test_jsonl_mixing_ints_and_floats_gives_floats(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"v": 1}\n' * 50_000 + '{"v": 2.5}\n')
+    column = read_table(path)["v"]
+    assert column.type == pa.float64()
+    assert column[-1].as_py() == 2.5
+
+
+def test_jsonl_line_longer_than_a_read_block(tmp_path: Path) -> None:
+    table = pa.table({"s": ["a" * 3_000_000, "b"], "i": [1, 2]})
+    path = tmp_path / "long.jsonl"
+    write_table(table, path)
+    assert read_table(path).equals(table)
+
+
+def test_arrow_stream_format_is_read_too(tmp_path: Path) -> None:
+    table = mixed_table()
+    path = tmp_path / "stream.arrow"
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    assert read_table(path).equals(table)
+
+
+def test_arrow_writes_the_file_format(tmp_path: Path) -> None:
+    path = tmp_path / "file.arrow"
+    write_table(mixed_table(), path)
+    assert path.read_bytes()[:6] == b"ARROW1"
+
+
+def test_extension_is_case_insensitive(tmp_path: Path) -> None:
+    path = tmp_path / "UPPER.CSV"
+    write_table(pa.table({"x": [1]}), path)
+    assert read_table(path).to_pylist() == [{"x": 1}]
+
+
+# Hypothesis: exactness of floats and strings in every format.
+
+finite_or_infinite = st.floats(allow_nan=False) | st.none()
+texts = st.text(st.characters(codec="utf-8")) | st.none()
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(finite_or_infinite, min_size=1, max_size=20))
+def test_floats_round_trip_bit_for_bit(
+    tmp_path_factory: pytest.TempPathFactory, values: list[float | None]
+) -> None:
+    directory = tmp_path_factory.mktemp("examples")
+    table = pa.table({"f": pa.array(values, pa.float64())})
+    for extension in FORMATS:
+        path = directory / f"floats{extension}"
+        write_table(table, path)
+        back = read_table(path)["f"]
+        if all(v is None for v in values):
+            assert back.null_count == len(values)
+        else:
+            assert float_bits(back.to_pylist()) == float_bits(values), extension
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(texts, min_size=1, max_size=20))
+def test_strings_round_trip(
+    tmp_path_factory: pytest.TempPathFactory, values: list[str | None]
+) -> None:
+    directory = tmp_path_factory.mktemp("examples")
+    # The "x" prefix keeps CSV inference from reading numbers, booleans or dates.
+    prefixed = [None if v is None else "x" + v for v in values]
+    for extension in FORMATS:
+        column = prefixed if extension == ".csv" else values
+        if all(v is None for v in column):
+            continue
+        table = pa.table({"s": pa.array(column, pa.string())})
+        path = directory / f"strings{extension}"
+        write_table(table, path)
+        assert read_table(path).equals(table), extension
+
+
+# Errors name the file, and the line and column where they can be known.
+
+
+@pytest.mark.parametrize("extension", FORMATS)
+def test_missing_file_is_an_input_error(tmp_path: Path, extension: str) -> None:
+    path = tmp_path / f"missing{extension}"
+    with pytest.raises(InputError, match=rf"{path.name}: no such file"):
+        read_table(path)
+
+
+def test_directory_is_an_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "dir.csv"
+    path.mkdir()
+    with pytest.raises(InputError, match="dir.csv"):
+        read_table(path)
+
+
+def test_unknown_extension_is_an_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "data.xlsx"
+    path.write_text("x")
+    with pytest.raises(InputError, match=r"data\.xlsx: unknown extension '\.xlsx'"):
+        read_table(path)
+    with pytest.raises(InputError, match=r"data\.txt: unknown extension"):
+        write_table(pa.table({"x": [1]}), tmp_path / "data.txt")
+
+
+def test_bad_json_line_names_its_line_number(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"ts": 1}\n{"ts": 2}\n{"ts": 3,}\n{"ts": 4}\n')
+    with pytest.raises(InputError, match=r"bad\.jsonl: line 3: invalid JSON") as caught:
+        read_table(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_json_line_that_is_not_an_object_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "array.jsonl"
+    path.write_text('{"ts": 1}\n\n[1, 2]\n')
+    with pytest.raises(
+        InputError, match=r"array\.jsonl: line 3: expected a JSON object, got array"
+    ):
+        read_table(path)
+
+
+def test_json_type_change_names_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "types.jsonl"
+    path.write_text('{"ts": 1, "x": 1}\n{"ts": 2, "x": null}\n{"ts": 3, "x": "three"}\n')
+    with pytest.raises(InputError, match=r"types\.jsonl: line 3, column 'x': string value"):
+        read_table(path)
+
+
+def test_json_values_arrow_cannot_hold_name_the_column(tmp_path: Path) -> None:
+    path = tmp_path / "nested.jsonl"
+    path.write_text('{"ts": 1, "a": [1]}\n{"ts": 2, "a": ["x"]}\n')
+    with pytest.raises(InputError, match=r"nested\.jsonl: column 'a': Could not convert 'x'"):
+        read_table(path)
+
+
+def test_jsonl_that_is_not_utf8_is_an_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"s": "a"}\n{"s": "\xe9"}\n')
+    with pytest.raises(InputError, match=r"latin1\.jsonl: line 2: not UTF-8"):
+        read_table(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("a,b,c\n1,2,3\n4,5\n", r"ragged\.csv: row 2: expected 3 columns, got 2"),
+        ("a,b\n1,2\n3,4\n5,6,7\n", r"ragged\.csv: row 3: expected 2 columns, got 3"),
+    ],
+)
+def test_ragged_csv_names_the_row(tmp_path: Path, content: str, expected: str) -> None:
+    path = tmp_path / "ragged.csv"
+    path.write_text(content)
+    with pytest.raises(InputError, match=expected):
+        read_table(path)
+
+
+def test_empty_csv_is_an_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "empty.csv"
+    path.write_text("")
+    with pytest.raises(InputError, match=r"empty\.csv: Empty CSV file"):
+        read_table(path)
+
+
+@pytest.mark.parametrize("extension", [".arrow", ".parquet"])
+def test_garbage_binary_file_is_an_input_error(tmp_path: Path, extension: str) -> None:
+    path = tmp_path / f"garbage{extension}"
+    path.write_bytes(b"this is not a table" * 10)
+    with pytest.raises(InputError, match=rf"garbage\{extension}") as caught:
+        read_table(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_jsonl_rejects_duplicate_column_names(tmp_path: Path) -> None:
+    table = pa.table([pa.array([1]), pa.array([2])], names=["x", "x"])
+    with pytest.raises(SchemaError, match="duplicate column names"):
+        write_table(table, tmp_path / "dup.jsonl")
+
+
+def test_jsonl_rejects_values_json_cannot_hold(tmp_path: Path) -> None:
+    table = pa.table({"raw": pa.array([b"\x00"], pa.binary())})
+    with pytest.raises(SchemaError, match="not JSON serializable"):
+        write_table(table, tmp_path / "raw.jsonl")
+
+
+def test_unwritable_path_is_an_input_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(InputError, match="cannot write"):
+        write_table(pa.table({"x": [1]}), blocker / "t.csv")
