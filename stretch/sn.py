@@ -10,9 +10,9 @@ are merged in ``(ts, cause)`` order, which by Theorem 2 / Corollary 1 does not d
 from __future__ import annotations
 
 import heapq
-from functools import partial
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import pyarrow as pa
 
