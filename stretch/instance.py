@@ -12,6 +12,7 @@ so every run gives the same rows in the same order (DESIGN.md decision 2).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -76,11 +77,20 @@ class OPlusInstance:
         self.emit = emit
         self.trace = trace
         self.watermark = -END_OF_INPUT
-        self.groups: list[int] = [g for g in range(len(state)) if owns(g)]
+        self.set_owned_groups(g for g in range(len(state)) if owns(g))
 
     def set_owned_groups(self, groups: Iterable[int]) -> None:
-        """Replace the key groups this instance expires windows for (a reconfiguration)."""
+        """Replace the key groups this instance expires windows for (a reconfiguration).
+
+        Rebuilds ``rho`` per group: a heap of ``(earliest l, group)`` entries such that
+        every non-empty owned store has an entry no later than its earliest set. Entries
+        may be stale (too early); popping one only re-checks its store.
+        """
         self.groups = sorted(groups)
+        self._rho = [
+            (rho, g) for g in self.groups if (rho := self.state[g].earliest_l()) is not None
+        ]
+        heapq.heapify(self._rho)
 
     def process(self, t: StreamTuple) -> None:
         """processSN (Alg. 2): update W, expire windows, then handle t."""
@@ -92,10 +102,14 @@ class OPlusInstance:
         if watermark <= self.watermark:
             return
         self.watermark = watermark
-        for group in self.groups:
+        latest_expired = watermark - self.op.ws_ms
+        rho = self._rho
+        while rho and rho[0][0] <= latest_expired:
+            _, group = heapq.heappop(rho)
             store = self.state[group]
-            if store:
-                self._expire(store)
+            self._expire(store)
+            if (earliest := store.earliest_l()) is not None:
+                heapq.heappush(rho, (earliest, group))
 
     def _expire(self, store: WindowStore) -> None:
         """Output and shift/remove every set of ``store`` that has expired.
@@ -158,9 +172,12 @@ class OPlusInstance:
         self, store: WindowStore, t: StreamTuple, key_index: int, key: Key, window: int, l: int
     ) -> None:
         op = self.op
-        window_set = store.check_and_create(
-            key, l, [op.new_state() for _ in op.inputs], (*t.order, key_index)
-        )
+        window_set = store.get(key, l)  # check&Create
+        if window_set is None:
+            window_set = store.create(
+                key, l, [op.new_state() for _ in op.inputs], (*t.order, key_index)
+            )
+            heapq.heappush(self._rho, (l, op.group_of(key)))
         self._trace("check&Create", key, l)
         states, payloads = op.update(window_set.view(), t)
         ts = l + op.ws_ms if op.update_time is OutputTime.WINDOW_END else t.ts

@@ -75,11 +75,8 @@ class WindowStore:
         i = bisect.bisect_left(sets, l, key=lambda s: s.l)
         return sets[i] if i < len(sets) and sets[i].l == l else None
 
-    def check_and_create(self, key: Key, l: int, states: list[State], created: Cause) -> WindowSet:
-        """check&Create: the set of ``key`` at ``l``, created with ``states`` if absent."""
-        found = self.get(key, l)
-        if found is not None:
-            return found
+    def create(self, key: Key, l: int, states: list[State], created: Cause) -> WindowSet:
+        """Add a set for ``key`` at ``l`` (absent: see ``get``) with ``states``. O(log n)."""
         window_set = WindowSet(key, l, states, created, created[0])
         sets = self._by_key.setdefault(key, [])
         bisect.insort(sets, window_set, key=lambda s: s.l)
