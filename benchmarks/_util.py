@@ -1,0 +1,94 @@
+"""Shared plumbing of the benchmark scripts: progress, machine facts, JSON and plots."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib as mpl
+
+mpl.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the display-less backend)
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def progress(message: str) -> None:
+    """One progress line on stderr (stdout is kept for the summary)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on, and how busy the machine was at the start.
+
+    A load average above the CPU count means other processes shared the cores, which
+    lowers absolute numbers and, above all, parallel speed-ups.
+    """
+    return {
+        "cpus": len(os.sched_getaffinity(0)),
+        "load_average_1m": os.getloadavg()[0],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    """p50, p99 and max of ``values`` (NaN when empty)."""
+    if not values:
+        return {"p50": float("nan"), "p99": float("nan"), "max": float("nan"), "n": 0}
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+    return {"p50": at(0.5), "p99": at(0.99), "max": ordered[-1], "n": len(ordered)}
+
+
+def interleaved(
+    runs: int, cases: dict[str, Callable[[], dict[str, float]]]
+) -> dict[str, list[dict[str, float]]]:
+    """Run every case ``runs`` times, round robin, so slow drifts hit all cases alike."""
+    out: dict[str, list[dict[str, float]]] = {name: [] for name in cases}
+    for run in range(runs):
+        for name, case in cases.items():
+            result = case()
+            out[name].append(result)
+            shown = ", ".join(f"{k}={v:,.4g}" for k, v in result.items())
+            progress(f"run {run + 1}/{runs} {name}: {shown}")
+    return out
+
+
+def medians(samples: list[dict[str, float]]) -> dict[str, float]:
+    """Per-field median over runs."""
+    return {k: statistics.median(s[k] for s in samples) for k in samples[0]}
+
+
+def write(name: str, result: dict[str, Any]) -> Path:
+    """Write ``result`` as ``results/<name>.json``; return the path."""
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(result, indent=2, default=float))
+    return path
+
+
+def figure(ncols: int, title: str) -> tuple[Any, Any]:
+    """A matplotlib figure with ``ncols`` axes (the Agg backend: no display needed)."""
+    fig, axes = plt.subplots(1, ncols, figsize=(5 * ncols, 4), squeeze=False)
+    fig.suptitle(title)
+    return fig, axes[0]
+
+
+def save(fig: Any, name: str) -> Path:
+    """Save ``fig`` as ``results/<name>.png``; return the path."""
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
