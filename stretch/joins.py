@@ -33,8 +33,9 @@ Match = Callable[[StreamTuple, StreamTuple], Payload | None]
 class JoinSide:
     """zeta of one side's window instance: the counter c and the stored tuples T.
 
-    It has no length on purpose: a join's window set is never empty, so it is never
-    removed and its counter never restarts (which would break the round robin).
+    It has no length on purpose: f_S never empties a join's window set. The set is removed
+    only after a gap of more than WS in the input (``stretch.instance``); every key's set
+    goes at once, so the counters restart together and the round robin stays consistent.
     """
 
     count: int = 0

@@ -1,0 +1,32 @@
+"""Numba kernels for catalog operators: Alg. 4 L15-18 over batches of ready tuples.
+
+``compile_operator(op)`` returns the kernel path of a catalog operator (recognised by its
+functions, not only by its name) or None, in which case the instances run the operator's
+Python functions (the generic path).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from stretch import catalog, joins
+from stretch.kernels.operators import ForwardKernel, ScaleJoinKernel
+from stretch.oplus import OPlus
+from stretch.pool import CompiledOperator
+
+__all__ = ["compile_operator"]
+
+
+def compile_operator(op: OPlus) -> CompiledOperator | None:
+    """The kernel path of ``op`` if it is a catalog operator with one, else None."""
+    update = op.update
+    qualname = getattr(update, "__qualname__", "")
+    module = getattr(update, "__module__", "")
+    if module == catalog.__name__ and qualname == "_forward.<locals>.update":
+        keys = inspect.getclosurevars(op.multi_key).nonlocals["keys"]
+        return ForwardKernel(op, int(keys))
+    if module == joins.__name__ and qualname == "band_join.<locals>.update":
+        nonlocals = inspect.getclosurevars(update).nonlocals
+        if nonlocals.get("match") is catalog._scalejoin_match:
+            return ScaleJoinKernel(op, int(nonlocals["keys"]))
+    return None

@@ -1,0 +1,107 @@
+"""Numba kernel of ScaleJoin (Operator 10): an instance's keys over a run of ready tuples.
+
+The catalog's J+ (``stretch.joins.band_join``) gives every tuple all K keys; key k stores
+a tuple when the tuple counter c (the same for every key) is ``c % K == k``, and, when a
+tuple arrives, purges the opposite side's tuples older than ``t.ts - WS`` and compares
+the rest. One call handles every key an instance owns (key by key, so a key's stores
+stay in cache over the run), releasing the GIL once per run rather than once per key;
+the caller puts the matches in the reference order (tuple, key, stored order).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+__all__ = ["band_join_run"]
+
+COUNT = 4
+"""The column of ``bounds`` holding a key's tuple counter c (0-3: head/tail L, R)."""
+LAST = 5
+"""The column of ``bounds`` holding the ts of the last tuple the key saw."""
+NEVER = -(2**62)
+"""``bounds[:, LAST]`` of a key that saw no tuple yet."""
+
+
+@njit(nogil=True, cache=True)
+def band_join_run(
+    slot_keys: NDArray[np.int64],
+    keys: int,
+    ws: int,
+    wa: int,
+    progress: NDArray[np.int64],
+    run_ts: NDArray[np.int64],
+    run_source: NDArray[np.int64],
+    run_seq: NDArray[np.int64],
+    store_ts: NDArray[np.int64],
+    store_seq: NDArray[np.int64],
+    bounds: NDArray[np.int64],
+    x: NDArray[np.int64],
+    y: NDArray[np.float64],
+    a: NDArray[np.int64],
+    b: NDArray[np.float64],
+    out: NDArray[np.int64],
+    stats: NDArray[np.int64],
+) -> bool:
+    """Process the run for the keys ``slot_keys``, key by key; return whether all is done.
+
+    Slot s holds key ``slot_keys[s]``: ``store_ts[s, side]`` / ``store_seq[s, side]``
+    (side 0 = L, 1 = R) between ``bounds[s, 2 side]`` and ``bounds[s, 2 side + 1]``, and
+    its counter in ``bounds[s, COUNT]``; the stores have room for the whole run. A key
+    whose window set the reference would remove before a tuple (the set slid past the
+    last tuple that updated it: ``earliestWinL(ts) > bounds[s, LAST]``) starts over
+    empty, with its counter at 0, as the reference's new set does.
+    ``progress[s]`` is the next run tuple of slot s. Matches go to ``out[:, n]`` as (tuple
+    index, key, partner seq, j-th match of the tuple and key); ``stats`` holds the matches
+    written and the comparisons made. Stops before a tuple whose matches might not fit;
+    the caller takes the matches, grows ``out`` if none were written, and calls again.
+    """
+    n_out = stats[0]
+    cap = out.shape[1]
+    for s in range(slot_keys.shape[0]):
+        key = slot_keys[s]
+        for i in range(progress[s], run_ts.shape[0]):
+            this = 0 if run_source[i] == 0 else 1
+            other = 1 - this
+            head, tail = bounds[s, 2 * other], bounds[s, 2 * other + 1]
+            if n_out + (tail - head) > cap:
+                progress[s] = i
+                stats[0] = n_out
+                return False
+            ts = run_ts[i]
+            seq = run_seq[i]
+            if ((ts - ws) // wa + 1) * wa > bounds[s, LAST]:
+                bounds[s, 0], bounds[s, 2] = bounds[s, 1], bounds[s, 3]
+                bounds[s, COUNT] = 0
+                head = tail
+            bounds[s, LAST] = ts
+            count = bounds[s, COUNT] + 1
+            bounds[s, COUNT] = count
+            other_ts, other_seq = store_ts[s, other], store_seq[s, other]
+            while head < tail and other_ts[head] + ws < ts:
+                head += 1
+            bounds[s, 2 * other] = head
+            j = 0
+            for p in range(head, tail):
+                partner = other_seq[p]
+                if this == 0:
+                    hit = abs(x[seq] - a[partner]) <= 10 and abs(y[seq] - b[partner]) <= 10
+                else:
+                    hit = abs(x[partner] - a[seq]) <= 10 and abs(y[partner] - b[seq]) <= 10
+                if hit:
+                    out[0, n_out] = i
+                    out[1, n_out] = key
+                    out[2, n_out] = partner
+                    out[3, n_out] = j
+                    j += 1
+                    n_out += 1
+            stats[1] += tail - head
+            if count % keys == key:
+                t = bounds[s, 2 * this + 1]
+                store_ts[s, this, t] = ts
+                store_seq[s, this, t] = seq
+                bounds[s, 2 * this + 1] = t + 1
+        progress[s] = run_ts.shape[0]
+    stats[0] = n_out
+    return True

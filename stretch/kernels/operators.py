@@ -1,0 +1,238 @@
+"""Kernel paths of catalog operators: Alg. 4 L18 over a run of ready tuples.
+
+Each class implements ``stretch.pool.CompiledOperator``: given an instance and a run of
+ready nodes it handles the data tuples for the keys the instance owns in its epoch and
+emits exactly the rows (and causes) the operator's Python functions would, so the output
+still equals ``run_sn``'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from scalegate import DATA
+from stretch.instance import OutputRow
+from stretch.kernels._band_join import COUNT, LAST, NEVER, band_join_run
+from stretch.oplus import OPlus
+from stretch.reconfiguration import EpochPlan
+from stretch.schema import ColumnType
+from stretch.vsn_instance import ReadyNodes, VSNInstance
+
+__all__ = ["ForwardKernel", "ScaleJoinKernel"]
+
+UPDATED = 1  # the cause tag of rows from f_U (stretch.instance)
+
+
+def _data(nodes: ReadyNodes, start: int, stop: int) -> tuple[NDArray[np.int64], ...]:
+    kind = nodes.kind[start:stop]
+    mask = kind == DATA
+    return (
+        nodes.ts[start:stop][mask],
+        nodes.source[start:stop][mask],
+        nodes.payload[start:stop][mask],
+    )
+
+
+def _owned_groups(instance: VSNInstance) -> NDArray[np.bool_]:
+    owned: NDArray[np.bool_] = np.asarray(instance.plan.mapping, dtype=np.int64) == instance.j
+    return owned
+
+
+def _audit(instance: VSNInstance, groups: list[int]) -> None:
+    audit = instance.shared.audit
+    if audit is not None:
+        for group in groups:
+            audit.touch(instance.plan.epoch, group, instance.j)
+
+
+class ForwardKernel:
+    """Operator 15: each tuple, once, by the owner of key ``seq % keys`` (vectorised)."""
+
+    def __init__(self, op: OPlus, keys: int) -> None:
+        self.op = op
+        self.keys = keys
+        self.comparisons: dict[int, int] = {}
+
+    def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
+        """Emit the rows of the owned tuples of the run; return the data tuples seen."""
+        ts, source, seq = _data(nodes, start, stop)
+        if ts.shape[0] == 0:
+            return 0
+        groups = (seq % self.keys) % self.op.key_groups
+        mine = _owned_groups(instance)[groups]
+        _audit(instance, sorted(set(groups[mine].tolist())))
+        sources = instance.shared.sources
+        for s in np.unique(source[mine]).tolist():
+            pick = mine & (source == s)
+            store = sources[s]
+            columns = []
+            for name, kind in store.schema:
+                values = store.column(name)[seq[pick]]
+                columns.append(
+                    store.dictionary.decode(values) if kind is ColumnType.STR else values.tolist()
+                )
+            for t, q, payload in zip(
+                ts[pick].tolist(), seq[pick].tolist(), zip(*columns, strict=True), strict=True
+            ):
+                instance.emit_row(OutputRow(t, payload, (UPDATED, t, s, q, 0, 0, 0)))
+        return int(ts.shape[0])
+
+    def switch(self, plan: EpochPlan) -> None:
+        """Nothing to move: forward keeps no state."""
+
+
+class _Slab:
+    """The stored L and R tuples of the keys one instance owns, one slot per key.
+
+    Only its instance touches a slab between two switches, so it may grow at any time;
+    a switch (every instance at the barrier) moves keys between slabs.
+    """
+
+    def __init__(self, slot_keys: NDArray[np.int64], capacity: int = 256) -> None:
+        self.slot_keys = slot_keys
+        self.ts = np.empty((len(slot_keys), 2, capacity), dtype=np.int64)
+        self.seq = np.empty((len(slot_keys), 2, capacity), dtype=np.int64)
+        self.bounds = np.zeros((len(slot_keys), LAST + 1), dtype=np.int64)
+        self.bounds[:, LAST] = NEVER
+
+    @classmethod
+    def gather(
+        cls, slot_keys: NDArray[np.int64], where: dict[int, tuple[_Slab, int]], extra: int
+    ) -> _Slab:
+        """A slab for ``slot_keys`` with room for ``extra`` more tuples per key and side.
+
+        Each key's live tuples and counter come from ``where[key]`` (a slab and slot);
+        keys not in ``where`` start empty.
+        """
+        sizes = [
+            int(old.bounds[o, 2 * side + 1] - old.bounds[o, 2 * side])
+            for old, o in where.values()
+            for side in (0, 1)
+        ]
+        new = cls(slot_keys, max(256, 2 * (max(sizes, default=0) + extra)))
+        for s, key in enumerate(slot_keys.tolist()):
+            if key not in where:
+                continue
+            old, o = where[key]
+            new.bounds[s, COUNT:] = old.bounds[o, COUNT:]
+            for side in (0, 1):
+                head, tail = old.bounds[o, 2 * side], old.bounds[o, 2 * side + 1]
+                new.ts[s, side, : tail - head] = old.ts[o, side, head:tail]
+                new.seq[s, side, : tail - head] = old.seq[o, side, head:tail]
+                new.bounds[s, 2 * side + 1] = tail - head
+        return new
+
+    def reserve(self, extra: int) -> _Slab:
+        """Itself if every store has room for ``extra`` more tuples, else a compacted copy."""
+        tails = self.bounds[:, [1, 3]]
+        if tails.size == 0 or int(tails.max()) + extra <= self.ts.shape[2]:
+            return self
+        mine = {key: (self, s) for s, key in enumerate(self.slot_keys.tolist())}
+        return _Slab.gather(self.slot_keys, mine, extra)
+
+
+class ScaleJoinKernel:
+    """Operator 10 with the catalog's predicate: an instance's keys in ``band_join_run``."""
+
+    def __init__(self, op: OPlus, keys: int) -> None:
+        self.op = op
+        self.keys = keys
+        self.groups = np.array([op.group_of(k) for k in range(keys)], dtype=np.int64)
+        self.slabs: dict[int, _Slab] = {}
+        self.comparisons: dict[int, int] = {}
+
+    def switch(self, plan: EpochPlan) -> None:
+        """Move every key's stored tuples to the slab of its owner under ``plan``.
+
+        An instance whose keys do not change keeps its slab (no copy).
+        """
+        where = {
+            key: (slab, s)
+            for slab in self.slabs.values()
+            for s, key in enumerate(slab.slot_keys.tolist())
+        }
+        owner = np.asarray(plan.mapping, dtype=np.int64)[self.groups]
+        slabs = {}
+        for j in range(plan.parallelism):
+            mine = np.flatnonzero(owner == j)
+            kept = self.slabs.get(j)
+            if kept is None or not np.array_equal(kept.slot_keys, mine):
+                kept = _Slab.gather(mine, where, 0)
+            slabs[j] = kept
+        self.slabs = slabs
+
+    def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
+        """Join the run's tuples for the instance's keys; return the data tuples seen."""
+        ts, source, seq = _data(nodes, start, stop)
+        n = int(ts.shape[0])
+        if n == 0:
+            return 0
+        owned = np.flatnonzero(_owned_groups(instance)[self.groups])
+        # Before the first switch nothing is stored yet, so a slab starts empty.
+        slab = self.slabs.get(instance.j) or _Slab(owned)
+        assert np.array_equal(slab.slot_keys, owned), "a slab out of step with the mapping"
+        slab = self.slabs[instance.j] = slab.reserve(n)
+        _audit(instance, [int(self.groups[k]) for k in owned.tolist()])
+        left, right = instance.shared.sources
+        out = np.empty((4, 1024), dtype=np.int64)
+        stats = np.zeros(2, dtype=np.int64)  # matches in out, comparisons
+        progress = np.zeros(len(owned), dtype=np.int64)
+        found: list[NDArray[np.int64]] = []
+        done = False
+        while not done:
+            done = band_join_run(
+                slab.slot_keys,
+                self.keys,
+                self.op.ws_ms,
+                self.op.wa_ms,
+                progress,
+                ts,
+                source,
+                seq,
+                slab.ts,
+                slab.seq,
+                slab.bounds,
+                left.column("x"),
+                left.column("y"),
+                right.column("a"),
+                right.column("b"),
+                out,
+                stats,
+            )
+            if stats[0]:
+                found.append(out[:, : stats[0]].copy())
+            elif not done:
+                out = np.empty((4, 2 * out.shape[1]), dtype=np.int64)
+            stats[0] = 0
+        self.comparisons[instance.j] = self.comparisons.get(instance.j, 0) + int(stats[1])
+        if found:
+            matches = np.concatenate(found, axis=1)
+            order = np.lexsort((matches[3], matches[1], matches[0]))
+            self._emit(instance, ts, source, seq, matches[:, order])
+        return n
+
+    def _emit(
+        self,
+        instance: VSNInstance,
+        ts: NDArray[np.int64],
+        source: NDArray[np.int64],
+        seq: NDArray[np.int64],
+        matches: NDArray[np.int64],
+    ) -> None:
+        """Rows of the matches, given in the reference's order: by tuple, key, then j."""
+        left, right = instance.shared.sources
+        for i, k, other, j in zip(*(row.tolist() for row in matches), strict=True):
+            t, s, q = int(ts[i]), int(source[i]), int(seq[i])
+            lq, rq = (q, other) if s == 0 else (other, q)
+            payload: tuple[Any, ...] = (
+                int(left.column("x")[lq]),
+                float(left.column("y")[lq]),
+                int(right.column("a")[rq]),
+                float(right.column("b")[rq]),
+                float(right.column("c")[rq]),
+                bool(right.column("d")[rq]),
+            )
+            instance.emit_row(OutputRow(t, payload, (UPDATED, t, s, q, k, 0, j)))

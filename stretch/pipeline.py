@@ -1,0 +1,369 @@
+"""A running VSN operator: ESG_in, the instance pool, ESG_out and the output log (Fig. 5).
+
+``Pipeline`` is what ``stretch.setup(op, m, n)`` returns. Producers ``add`` batches per
+input source (``addSTRETCH``, Alg. 5: a source's pending control tuples go in first, at its
+last ts); ``reconfigure`` queues an epoch plan and puts its control tuple in every source;
+a drainer thread reads ESG_out and appends rows to the output log, sorting the rows of one
+``ts`` by their cause so that the log equals ``run_sn`` row for row.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from scalegate import DATA, ElasticScaleGate
+from stretch.batch import StringDictionary
+from stretch.errors import InputError, ReconfigurationError
+from stretch.ingest import SourceStore
+from stretch.instance import OutputRow
+from stretch.mapping import default_mapping
+from stretch.oplus import END_OF_INPUT, OPlus
+from stretch.output_log import OutputLog
+from stretch.pool import CompiledOperator, InstancePool, OwnershipAudit
+from stretch.reconfiguration import EpochPlan, ReconfigurationRecord, plan
+from stretch.sn import output_table
+
+__all__ = ["Pipeline"]
+
+logger = logging.getLogger(__name__)
+
+ADD_CHUNK = 4096
+"""Rows per ESG_in ``add_batch`` call, so a big table never waits for the whole gate."""
+
+
+class Pipeline:
+    """One O+ operator run with VSN parallelism: n pool threads, m of them connected.
+
+    Args:
+        op: The operator.
+        parallelism: m, the instances connected at start (1 <= m <= n).
+        max_parallelism: n, the pool threads.
+        capacity: Nodes each gate holds before adds block (flow control).
+        compiled: A kernel path for the operator (catalog operators), or None.
+        audit: If True, check that no key group is touched by two instances in an epoch.
+
+    Raises:
+        ReconfigurationError: m is outside ``1..n`` or n exceeds the gates' limits.
+
+    """
+
+    def __init__(
+        self,
+        op: OPlus,
+        parallelism: int,
+        max_parallelism: int,
+        capacity: int = 1 << 16,
+        compiled: CompiledOperator | None = None,
+        audit: bool = False,
+    ) -> None:
+        if not 1 <= parallelism <= max_parallelism <= 64:
+            msg = (
+                f"operator {op.name!r}: need 1 <= parallelism ({parallelism}) <= "
+                f"max_parallelism ({max_parallelism}) <= 64"
+            )
+            raise ReconfigurationError(msg)
+        self.op = op
+        self.max_parallelism = max_parallelism
+        self.dictionary = StringDictionary()
+        self.sources = [
+            SourceStore(i, schema, f"source {i} of {op.name!r}", self.dictionary)
+            for i, schema in enumerate(op.inputs)
+        ]
+        self.esg_in = ElasticScaleGate(
+            sources=range(op.n_inputs),
+            readers=range(parallelism),
+            capacity=capacity,
+            max_sources=max(op.n_inputs, 1),
+            max_readers=max_parallelism,
+            block=True,
+        )
+        self.esg_out = ElasticScaleGate(
+            sources=range(parallelism),
+            readers=[0],
+            capacity=capacity,
+            max_sources=max_parallelism,
+            max_readers=1,
+            block=True,
+        )
+        first = EpochPlan(0, parallelism, tuple(default_mapping(op.key_groups, parallelism)))
+        self._switched = threading.Condition()
+        self.audit = OwnershipAudit() if audit else None
+        self.pool = InstancePool(
+            op,
+            self.esg_in,
+            self.esg_out,
+            self.sources,
+            first,
+            max_parallelism,
+            compiled,
+            self.audit,
+            self._on_switch,
+        )
+        self.log = OutputLog()
+        self._latest = first
+        self._reconfigure_lock = threading.Lock()
+        self._drained_ts = -END_OF_INPUT
+        self.chain_threads: list[threading.Thread] = []
+        self._drainer = threading.Thread(target=self._drain, name=f"vsn-{op.name}-out", daemon=True)
+        self.pool.start()
+        self._drainer.start()
+
+    # -- input (Alg. 5) ------------------------------------------------------------------
+
+    def add(self, source: int, batch: pa.Table | pa.RecordBatch) -> int:
+        """Add a timestamp-sorted batch to input ``source``; return the rows added.
+
+        Raises:
+            InputError: unknown or closed source.
+            SchemaError: the batch does not match the source's schema.
+            LateTupleError: the batch is unsorted or starts before the source's last ts.
+
+        """
+        store = self._source(source)
+        with store.lock:
+            self._check_open(store)
+            ts, seqs = store.append(batch)
+            for start in range(0, len(ts), ADD_CHUNK):
+                self.esg_in.add_batch(
+                    source, ts[start : start + ADD_CHUNK], seqs[start : start + ADD_CHUNK]
+                )
+        self.pool.wake_all()
+        return len(ts)
+
+    def watermark(self, source: int, ts: int) -> None:
+        """Promise that ``source`` adds no tuple before ``ts`` (a lower one is ignored).
+
+        Raises:
+            InputError: unknown or closed source.
+
+        """
+        store = self._source(source)
+        with store.lock:
+            self._check_open(store)
+            floor = max(x for x in (store.last_ts, store.watermark, -END_OF_INPUT) if x is not None)
+            if ts <= floor:
+                return
+            self.esg_in.add_watermark(source, ts)
+            store.watermark = ts
+            store.closed = ts == END_OF_INPUT
+        self.pool.wake_all()
+
+    def close(self, source: int | None = None) -> None:
+        """End of input for ``source`` (or every source): flushes every window."""
+        for store in self.sources if source is None else [self._source(source)]:
+            with store.lock:
+                if store.closed:
+                    continue
+                self.esg_in.add_watermark(store.source, END_OF_INPUT)
+                store.watermark = END_OF_INPUT
+                store.closed = True
+        self.pool.wake_all()
+
+    # -- reconfiguration (Alg. 5-6) --------------------------------------------------------
+
+    def reconfigure(
+        self, parallelism: int | None = None, mapping: Sequence[int] | None = None
+    ) -> int:
+        """Queue a reconfiguration; return its epoch. It completes asynchronously.
+
+        Its control tuple enters every open source at the source's last ts (gamma); the
+        instances switch once their watermark passes it (Alg. 4 L10-14). Requests made
+        before an earlier one completes are applied after it, in order.
+
+        Args:
+            parallelism: m*, 1..n (None keeps the latest requested count).
+            mapping: f_mu* over the G key groups into ``0..m*-1`` (None: round robin).
+
+        Raises:
+            ReconfigurationError: an invalid request, or every source is closed; nothing
+                changed.
+
+        """
+        with self._reconfigure_lock:
+            epoch = self._latest.epoch + 1
+            target = plan(
+                epoch,
+                self._latest.parallelism,
+                self.max_parallelism,
+                self.op.key_groups,
+                parallelism,
+                mapping,
+            )
+            open_sources = [s for s in self.sources if not s.closed]
+            if not open_sources:
+                msg = f"operator {self.op.name!r}: epoch {epoch}: every input is closed"
+                raise ReconfigurationError(msg)
+            self.pool.records[epoch] = ReconfigurationRecord(
+                epoch, self._latest.parallelism, target.parallelism, target.requested_ns
+            )
+            self.pool.plans[epoch] = target
+            self._latest = target
+            for store in open_sources:
+                with store.lock:
+                    if not store.closed:
+                        self.esg_in.add_control(store.source, epoch)
+        self.pool.wake_all()
+        return epoch
+
+    def wait_epoch(self, epoch: int, timeout_s: float | None = None) -> bool:
+        """Block until epoch ``epoch`` is in force; return whether it is."""
+        with self._switched:
+            return (
+                self._switched.wait_for(
+                    lambda: self.pool.current.epoch >= epoch or self.pool.error is not None,
+                    timeout_s,
+                )
+                and self.pool.current.epoch >= epoch
+            )
+
+    def _on_switch(self, target: EpochPlan) -> None:
+        logger.debug("operator %r entered epoch %d", self.op.name, target.epoch)
+        with self._switched:
+            self._switched.notify_all()
+
+    # -- output (DESIGN.md decision 9) -----------------------------------------------------
+
+    def output(
+        self, offset: int = 0, max_rows: int | None = None, wait_s: float = 0.0
+    ) -> tuple[pa.Table, int]:
+        """Output rows from ``offset`` as a table (``ts`` first) and the next offset."""
+        self.pool.raise_failure()
+        rows, next_offset = self.log.read(offset, max_rows, wait_s)
+        return output_table(self.op, rows), next_offset
+
+    def commit(self, offset: int) -> None:
+        """Everything before ``offset`` was consumed; the log may trim it."""
+        self.log.commit(offset)
+
+    def _drain(self) -> None:
+        """ESG_out -> output log: a ``ts`` is complete once a later node is ready.
+
+        ESG_out delivers nodes in ts order, so every row of a batch with a ts below the
+        batch's last ts is complete; rows at the last ts wait for a later node.
+        """
+        pool = self.pool
+        pending: list[OutputRow] = []
+        backoff = pool.min_backoff_s
+        try:
+            while not pool.stopping:
+                pool.drainer_wake.clear()
+                batch = self.esg_out.get_ready_batch(0, 1 << 14)
+                if len(batch) == 0:
+                    pool.drainer_wake.wait(backoff)
+                    backoff = min(backoff * 2, pool.max_backoff_s)
+                    continue
+                backoff = pool.min_backoff_s
+                last = int(batch.ts[-1])
+                data = batch.kind == DATA
+                rows = pool.take_rows(batch.payload[data].tolist())
+                if last > self._drained_ts:
+                    open_from = int(np.searchsorted(batch.ts[data], last))
+                    complete = pending + rows[:open_from]
+                    complete.sort(key=lambda r: (r.ts, r.cause))
+                    if complete:
+                        self.log.append(complete)
+                    pending = rows[open_from:]
+                    self._drained_ts = last
+                else:
+                    pending.extend(rows)
+                if last == END_OF_INPUT and batch.kind[-1] != DATA:
+                    self.log.finish()
+                    return
+        except BaseException as exc:
+            logger.exception("the output drainer of %r failed", self.op.name)
+            pool.fail(exc)
+        if pool.error is not None:  # wake join(), which raises the failure
+            self.log.finish()
+
+    # -- lifecycle and instrumentation -----------------------------------------------------
+
+    def join(self, timeout_s: float | None = None) -> bool:
+        """Wait until every output row is in the log, then stop the threads.
+
+        Returns:
+            Whether the output completed within the timeout (threads keep running if not).
+
+        Raises:
+            StretchError: an instance failed.
+
+        """
+        finished = self.log.wait_finished(timeout_s)
+        if finished:
+            self.shutdown()
+        self.pool.raise_failure()
+        return finished
+
+    def shutdown(self) -> None:
+        """Stop and join every thread of the pipeline (pending input is abandoned)."""
+        self.pool.stop()
+        self.pool.drainer_wake.set()
+        if self._drainer.is_alive():
+            self._drainer.join()
+        for thread in self.chain_threads:
+            thread.join()
+        with self._switched:
+            self._switched.notify_all()
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def reconfigurations(self) -> list[ReconfigurationRecord]:
+        """Every reconfiguration requested so far, by epoch."""
+        return [self.pool.records[e] for e in sorted(self.pool.records)]
+
+    def stats(self) -> dict[str, Any]:
+        """Counters: per instance, the gates, the epoch and the reconfigurations."""
+        pool = self.pool
+        compiled = pool.compiled
+        return {
+            "operator": self.op.name,
+            "epoch": pool.current.epoch,
+            "parallelism": pool.current.parallelism,
+            "max_parallelism": self.max_parallelism,
+            "instances": [
+                {
+                    "id": i.j,
+                    "connected": i.connected,
+                    "busy_s": i.busy_ns / 1e9,
+                    "tuples_in": i.tuples_in,
+                    "tuples_out": i.tuples_out,
+                    "comparisons": getattr(compiled, "comparisons", {}).get(i.j, 0),
+                }
+                for i in pool.instances
+            ],
+            "esg_in": {"occupancy": self.esg_in.occupancy(), "watermark": self.esg_in.watermark()},
+            "esg_out": {
+                "occupancy": self.esg_out.occupancy(),
+                "watermark": self.esg_out.watermark(),
+            },
+            "output": {"watermark": self._drained_ts, "end_offset": self.log.end_offset},
+            "watermarks": [
+                s.watermark if s.watermark is not None else s.last_ts for s in self.sources
+            ],
+            "reconfigurations": [
+                {**asdict(r), "duration_ms": r.duration_ms} for r in self.reconfigurations()
+            ],
+            "time": time.time(),
+        }
+
+    def _source(self, source: int) -> SourceStore:
+        if not 0 <= source < len(self.sources):
+            msg = f"operator {self.op.name!r} has sources 0..{len(self.sources) - 1}, not {source}"
+            raise InputError(msg)
+        return self.sources[source]
+
+    def _check_open(self, store: SourceStore) -> None:
+        if store.closed:
+            msg = f"{store.where} is closed; it takes no more input"
+            raise InputError(msg)

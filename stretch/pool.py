@@ -1,0 +1,237 @@
+"""The instance pool: the n O+ instances of a VSN operator and what they share.
+
+``setup(O+, m, n)`` (section 7) creates n instances sharing the state sigma and connects
+m of them to ESG_in and ESG_out; the rest wait in the pool. The pool holds sigma, the
+gates, the input sources, the plans of every epoch and the epoch barrier, and performs
+the switch of Alg. 4 L12-13 on behalf of the one instance that runs it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol
+
+from stretch.errors import ReconfigurationError, StretchError
+from stretch.instance import OutputRow
+from stretch.oplus import OPlus
+from stretch.reconfiguration import EpochBarrier, EpochPlan, ReconfigurationRecord
+from stretch.vsn_instance import ReadyNodes, StartPackage, VSNInstance
+from stretch.windows import WindowStore
+
+__all__ = ["CompiledOperator", "InstancePool", "OwnershipAudit"]
+
+
+class CompiledOperator(Protocol):
+    """A catalog operator's kernel path: L15-18 of Alg. 4 over a run of ready nodes."""
+
+    def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
+        """Handle the data nodes ``start..stop`` for the instance's keys; return their count."""
+
+    def switch(self, plan: EpochPlan) -> None:
+        """Re-partition the kernel's state for ``plan``'s mapping (no instance is running)."""
+
+
+class OwnershipAudit:
+    """A checker that no key group is touched by two instances in one epoch (Theorem 3).
+
+    ``violations`` lists ``(epoch, group, first instance, second instance)``.
+    """
+
+    def __init__(self) -> None:
+        self.owner: dict[tuple[int, int], int] = {}
+        self.violations: list[tuple[int, int, int, int]] = []
+
+    def touch(self, epoch: int, group: int, instance: int) -> None:
+        """Record that ``instance`` touched ``group`` in ``epoch``."""
+        first = self.owner.setdefault((epoch, group), instance)
+        if first != instance:
+            self.violations.append((epoch, group, first, instance))
+
+
+class _AuditedState(Sequence[WindowStore]):
+    """sigma as one instance sees it, recording every key group it touches."""
+
+    def __init__(
+        self, sigma: list[WindowStore], audit: OwnershipAudit, instance: VSNInstance
+    ) -> None:
+        self._sigma = sigma
+        self._audit = audit
+        self._instance = instance
+
+    def __len__(self) -> int:
+        return len(self._sigma)
+
+    def __getitem__(self, group: Any) -> Any:
+        self._audit.touch(self._instance.plan.epoch, group, self._instance.j)
+        return self._sigma[group]
+
+    def __iter__(self) -> Iterator[WindowStore]:
+        return iter(self._sigma)
+
+
+class InstancePool:
+    """The n instances of one operator, the shared state sigma and the epoch machinery.
+
+    Args:
+        op: The operator.
+        esg_in: The gate the instances read (one source per input stream).
+        esg_out: The gate the instances write (one source per connected instance).
+        sources: The input sources' stores, by source index (for payload lookups).
+        parallelism: m, the instances connected at start.
+        max_parallelism: n, the pool size.
+        compiled: The operator's kernel path, if it has one.
+        audit: If given, every key-group access is checked against Theorem 3.
+
+    """
+
+    min_backoff_s = 20e-6
+    max_backoff_s = 5e-3
+
+    def __init__(
+        self,
+        op: OPlus,
+        esg_in: Any,
+        esg_out: Any,
+        sources: Sequence[Any],
+        first_plan: EpochPlan,
+        max_parallelism: int,
+        compiled: CompiledOperator | None = None,
+        audit: OwnershipAudit | None = None,
+        on_switch: Callable[[EpochPlan], None] | None = None,
+    ) -> None:
+        self.op = op
+        self.esg_in = esg_in
+        self.esg_out = esg_out
+        self.sources = sources
+        self.compiled = compiled
+        self.audit = audit
+        self.sigma = [WindowStore() for _ in range(op.key_groups)]
+        self.plans: dict[int, EpochPlan] = {0: first_plan}
+        self.records: dict[int, ReconfigurationRecord] = {}
+        self.barrier = EpochBarrier()
+        self.stopping = False
+        self.error: BaseException | None = None
+        self.drainer_wake = threading.Event()
+        self.current = first_plan
+        self._on_switch = on_switch
+        self._rows: dict[int, OutputRow] = {}
+        self._row_lock = threading.Lock()
+        self._next_row = 0
+        self.instances = [VSNInstance(j, self) for j in range(max_parallelism)]
+
+    def state_for(self, instance: VSNInstance) -> Sequence[WindowStore]:
+        """sigma as ``instance`` accesses it (audited if an audit is set)."""
+        if self.audit is None:
+            return self.sigma
+        return _AuditedState(self.sigma, self.audit, instance)
+
+    def start(self) -> None:
+        """Start every pool thread and connect instances ``0..m-1`` (epoch 0)."""
+        first = self.current
+        for instance in self.instances:
+            instance.thread.start()
+        empty = ReadyNodes.empty()
+        for j in range(first.parallelism):
+            self.instances[j].provision(StartPackage(first, (), -(2**63 - 1), empty))
+
+    def stop(self) -> None:
+        """Stop and join every pool thread."""
+        self.stopping = True
+        self.barrier.stop()
+        for instance in self.instances:
+            instance.wake.set()
+        for instance in self.instances:
+            if instance.thread.is_alive():
+                instance.thread.join()
+
+    def fail(self, exc: BaseException) -> None:
+        """Record an instance's failure and stop the others."""
+        if self.error is None:
+            self.error = exc
+        self.stopping = True
+        self.barrier.stop()
+        self.drainer_wake.set()
+
+    def raise_failure(self) -> None:
+        """Raise the first failure of an instance, if any.
+
+        Raises:
+            StretchError: wrapping the instance's exception.
+
+        """
+        if self.error is not None:
+            msg = f"operator {self.op.name!r}: an instance failed: {self.error!r}"
+            raise StretchError(msg) from self.error
+
+    def wake_all(self) -> None:
+        """Wake the connected instances (new input is ready)."""
+        for j in range(self.current.parallelism):
+            self.instances[j].wake.set()
+
+    def store_rows(self, rows: Sequence[OutputRow]) -> int:
+        """Keep output rows until the drainer takes them; return the first one's payload.
+
+        The rows get the consecutive ESG_out payloads ``first .. first + len(rows) - 1``.
+        """
+        with self._row_lock:
+            first = self._next_row
+            self._next_row += len(rows)
+        self._rows.update(zip(range(first, first + len(rows)), rows, strict=True))
+        return first
+
+    def take_rows(self, row_ids: Iterable[int]) -> list[OutputRow]:
+        """The output rows of ESG_out payloads (each once)."""
+        pop = self._rows.pop
+        return [pop(row_id) for row_id in row_ids]
+
+    def switch(
+        self, leader: VSNInstance, left: EpochPlan, target: EpochPlan, backlog: ReadyNodes
+    ) -> None:
+        """Alg. 4 L12-13, run once by the last instance at the barrier of ``target``.
+
+        Provisioning adds the new instances first to ESG_out (as sources starting at the
+        leader's frontier, Lemma 3) and then to ESG_in (as readers at the leader's
+        handle), and gives them ``backlog``: the triggering tuple and what the leader had
+        already taken after it. Decommissioning removes the leaving instances first from
+        ESG_in and then from ESG_out; their unreleased rows go to instance 0, which every
+        epoch has.
+
+        Raises:
+            ReconfigurationError: a gate refused the change.
+
+        """
+        old, new = left.parallelism, target.parallelism
+        if self.compiled is not None:
+            self.compiled.switch(target)
+        if new > old:
+            ids = list(range(old, new))
+            if not self.esg_out.add_sources(ids, leader.j):
+                msg = f"epoch {target.epoch}: ESG_out refused sources {ids}"
+                raise ReconfigurationError(msg)
+            if not self.esg_in.add_readers(ids, leader.j):
+                msg = f"epoch {target.epoch}: ESG_in refused readers {ids}"
+                raise ReconfigurationError(msg)
+            later = tuple(leader.prepared[1:])
+            for j in ids:
+                self.instances[j].provision(
+                    StartPackage(target, later, leader.oplus.watermark, backlog)
+                )
+        elif new < old:
+            ids = list(range(new, old))
+            if not self.esg_in.remove_readers(ids, leader.j):
+                msg = f"epoch {target.epoch}: ESG_in refused to remove readers {ids}"
+                raise ReconfigurationError(msg)
+            for j in ids:
+                self.instances[0].adopt_output(self.instances[j].take_output())
+            if not self.esg_out.remove_sources(ids, leader.j):
+                msg = f"epoch {target.epoch}: ESG_out refused to remove sources {ids}"
+                raise ReconfigurationError(msg)
+        self.current = target
+        record = self.records.get(target.epoch)
+        if record is not None:
+            record.completed_ns = time.perf_counter_ns()
+            record.trigger_ts = int(backlog.ts[0])
+        if self._on_switch is not None:
+            self._on_switch(target)

@@ -1,0 +1,107 @@
+"""VSN output equals the SN reference for every catalog operator (DESIGN.md decision 2)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stretch.catalog import build
+from stretch.oplus import OPlus
+from stretch.sn import run_sn
+from tests.stretch.streams import forward_streams, scalejoin_streams, trades, tweets
+from tests.stretch.vsn_support import Step, no_thread_leak, run_schedule
+
+__all__ = ["no_thread_leak"]
+
+PARAMS = {
+    "wordcount": {"wa": 10, "ws": 30},
+    "paircount": {"wa": 10, "ws": 30, "b": 2},
+    "longest_tweet": {"wa": 25, "ws": 100},
+    "scalejoin": {"ws": 40, "keys": 4},
+    "hedge": {"ws": 50, "keys": 3},
+}
+MAX_PARALLELISM = 4
+
+
+def inputs_for(name: str) -> st.SearchStrategy[list[pa.Table]]:
+    if name == "scalejoin":
+        return scalejoin_streams()
+    if name == "hedge":
+        return trades().map(lambda t: [t, t])
+    return tweets().map(lambda t: [t])
+
+
+@st.composite
+def schedules(draw: st.DrawFn, op: OPlus, tables: list[pa.Table]) -> list[Step]:
+    """Provision, decommission and rebalance steps at event times within the input."""
+    times = [t for table in tables for t in table.column("ts").to_pylist()] or [0]
+    steps: list[Step] = []
+    for _ in range(draw(st.integers(1, 4))):
+        ts = draw(st.sampled_from(times))
+        m = draw(st.integers(1, MAX_PARALLELISM))
+        if draw(st.booleans()):
+            mapping = draw(
+                st.lists(st.integers(0, m - 1), min_size=op.key_groups, max_size=op.key_groups)
+            )
+            steps.append((ts, m, mapping))
+        else:
+            steps.append((ts, m, None))
+        if draw(st.booleans()):  # issued while the previous one is still in flight
+            steps.append((ts, draw(st.integers(1, MAX_PARALLELISM)), None))
+    return steps
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_vsn_equals_sn_static(name: str, data: st.DataObject) -> None:
+    op = build(name, PARAMS[name])
+    tables = data.draw(inputs_for(name))
+    reference = run_sn(op, tables)
+    for m in (1, 2, 3, 4):
+        out, pipeline = run_schedule(op, tables, m, MAX_PARALLELISM, [])
+        assert out.equals(reference), m
+        assert pipeline.audit is not None
+        assert not pipeline.audit.violations
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_vsn_equals_sn_with_reconfigurations(name: str, data: st.DataObject) -> None:
+    op = build(name, PARAMS[name])
+    tables = data.draw(inputs_for(name))
+    schedule = data.draw(schedules(op, tables))
+    m = data.draw(st.integers(1, MAX_PARALLELISM))
+    out, pipeline = run_schedule(op, tables, m, MAX_PARALLELISM, schedule)
+    assert out.equals(run_sn(op, tables))
+    assert pipeline.audit is not None
+    assert not pipeline.audit.violations
+
+
+@settings(max_examples=10, deadline=None)
+@given(tables=forward_streams(), data=st.data())
+def test_forward_equals_sn(tables: list[pa.Table], data: st.DataObject) -> None:
+    op = build("forward", {"columns": "v:int", "inputs": str(len(tables)), "keys": 8})
+    schedule = data.draw(schedules(op, tables))
+    out, _ = run_schedule(op, tables, data.draw(st.integers(1, 4)), 4, schedule)
+    assert out.equals(run_sn(op, tables))
+
+
+@pytest.mark.parametrize("name", ["scalejoin", "forward"])
+@settings(max_examples=6, deadline=None)
+@given(data=st.data())
+def test_generic_path_equals_compiled_path(name: str, data: st.DataObject) -> None:
+    if name == "forward":
+        tables = data.draw(forward_streams())
+        op = build("forward", {"columns": "v:int", "inputs": str(len(tables)), "keys": 8})
+    else:
+        op = build(name, PARAMS[name])
+        tables = data.draw(inputs_for(name))
+    schedule = data.draw(schedules(op, tables))
+    compiled, _ = run_schedule(op, tables, 2, 4, schedule, compiled=True)
+    generic, _ = run_schedule(op, tables, 2, 4, schedule, compiled=False)
+    assert compiled.equals(generic)
+    assert compiled.equals(run_sn(op, tables))
