@@ -17,18 +17,17 @@ import numpy as np
 import pyarrow as pa
 
 from stretch.catalog import CATALOG, build
+from stretch.demo import run_demo
 from stretch.errors import InputError, StretchError
 from stretch.generate import GENERATORS
 from stretch.io import FORMATS, read_table, write_table
-from stretch.oplus import OPlus
 from stretch.schema import TS, ColumnType, conform
 from stretch.sn import run_sn
+from stretch.vsn import run_vsn
 
 __all__ = ["main"]
 
 log = logging.getLogger("stretch")
-
-RUNTIMES = ("sn",)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -86,9 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--runtime",
         choices=("vsn", "sn"),
-        default="sn",
-        help="vsn: the shared-state runtime; sn: the sequential shared-nothing "
-        "reference (default: sn)",
+        default="vsn",
+        help="vsn: threads sharing input and state (default); sn: the sequential "
+        "shared-nothing reference runtime",
     )
     replay.add_argument(
         "--parallelism",
@@ -102,7 +101,8 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="pool size n for the vsn runtime (default: M)",
+        help="pool size n for the vsn runtime (default: the largest of M and the "
+        "--reconfigure targets)",
     )
     replay.add_argument(
         "--reconfigure",
@@ -143,12 +143,26 @@ def _parser() -> argparse.ArgumentParser:
     )
     generate.set_defaults(run=_generate)
 
+    serve = commands.add_parser(
+        "serve",
+        help="run the REST sidecar service (uvicorn)",
+        description="Serve the REST API under /v1 (OpenAPI at /docs). Mutating routes need "
+        "'Authorization: Bearer <token>' when a token is configured: the first line of "
+        "--token-file, else $STRETCH_TOKEN.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    serve.add_argument("--port", type=int, default=8321, help="TCP port (default 8321)")
+    serve.add_argument("--token-file", metavar="PATH", help="file holding the bearer token")
+    serve.set_defaults(run=_serve)
+
     demo = commands.add_parser(
         "demo",
         help="the main job: a generated NYSE-like day through 'hedge'",
-        description="Generate a trade stream, run the hedge join on it and print a summary.",
+        description="Generate a trade stream, run the hedge join on it with the VSN runtime "
+        "while scaling 1 -> PARALLELISM -> 1 instances, check the output against the "
+        "sequential reference and print a summary. Exit status 1 if they differ.",
     )
-    demo.add_argument("--rows", type=int, default=4_000, help="trades (default 4000)")
+    demo.add_argument("--rows", type=int, default=2_000, help="trades (default 2000)")
     demo.add_argument(
         "--rate", type=float, default=25.0, help="mean trades per second of event time (default 25)"
     )
@@ -163,13 +177,8 @@ def _replay(args: argparse.Namespace) -> int:
     if args.parallelism < 1:
         msg = f"--parallelism must be >= 1, got {args.parallelism}"
         raise InputError(msg)
-    if args.runtime not in RUNTIMES:
-        msg = (
-            f"--runtime {args.runtime} is not available in this build yet "
-            "(it arrives with the VSN runtime); use --runtime sn"
-        )
-        raise InputError(msg)
-    if args.reconfigure:
+    schedule = [_split_reconfigure(text) for text in args.reconfigure]
+    if schedule and args.runtime != "vsn":
         msg = "--reconfigure needs --runtime vsn"
         raise InputError(msg)
     tables = [read_table(path) for path in args.input]
@@ -187,7 +196,10 @@ def _replay(args: argparse.Namespace) -> int:
         for t, schema, path in zip(tables, op.inputs, args.input, strict=True)
     ]
     started = time.perf_counter()
-    result = run_sn(op, tables, args.parallelism)
+    if args.runtime == "vsn":
+        result = run_vsn(op, tables, args.parallelism, args.max_parallelism, schedule)
+    else:
+        result = run_sn(op, tables, args.parallelism)
     elapsed = time.perf_counter() - started
     rows_in = sum(t.num_rows for t in tables)
     log.info("%s: %d rows in, %d rows out in %.2f s", op.name, rows_in, result.num_rows, elapsed)
@@ -201,6 +213,17 @@ def _split_param(text: str) -> tuple[str, str]:
         msg = f"--param must look like K=V, got {text!r}"
         raise InputError(msg)
     return key.strip(), value.strip()
+
+
+def _split_reconfigure(text: str) -> tuple[int, int]:
+    ts, sep, parallelism = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError(text)
+        return int(ts), int(parallelism)
+    except ValueError:
+        msg = f"--reconfigure must look like TS:M (two integers), got {text!r}"
+        raise InputError(msg) from None
 
 
 def _columns_of(table: pa.Table) -> str:
@@ -273,32 +296,21 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo(args: argparse.Namespace) -> int:
-    (trades,) = GENERATORS["hedge"](rows=args.rows, rate=args.rate, seed=args.seed)
-    op: OPlus = build("hedge")
-    started = time.perf_counter()
-    pairs = run_sn(op, [trades, trades], args.parallelism)
-    elapsed = time.perf_counter() - started
-    out = sys.stdout
-    out.write(
-        f"hedge over {trades.num_rows} generated trades "
-        f"(WS {op.ws_ms} ms, parallelism {args.parallelism}, runtime sn)\n"
-    )
-    out.write(
-        f"  {pairs.num_rows} hedging pairs in {elapsed:.2f} s "
-        f"({trades.num_rows / max(elapsed, 1e-9):,.0f} trades/s)\n"
-    )
-    if pairs.num_rows:
-        counts = (
-            pa.TableGroupBy(pairs, ["l_symbol", "r_symbol"])
-            .aggregate([("l_price", "count")])
-            .sort_by([("l_price_count", "descending")])
-        )
-        for row in counts.slice(0, 5).to_pylist():
-            out.write(
-                f"  {row['l_symbol']:>5} ~ {row['r_symbol']:<5} {row['l_price_count']} pairs\n"
-            )
+def _serve(args: argparse.Namespace) -> int:
+    from api.serve import serve  # noqa: PLC0415 - the web stack loads only for this command
+
+    try:
+        serve(args.host, args.port, args.token_file)
+    except (OSError, ValueError) as exc:
+        raise InputError(str(exc)) from exc
     return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    if args.parallelism < 1:
+        msg = f"--parallelism must be >= 1, got {args.parallelism}"
+        raise InputError(msg)
+    return 0 if run_demo(args.rows, args.rate, args.seed, args.parallelism, sys.stdout) else 1
 
 
 if __name__ == "__main__":
