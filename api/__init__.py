@@ -1,3 +1,6 @@
-"""The REST sidecar service (FastAPI): arrives with the service issue."""
+"""The REST sidecar service (FastAPI): ``create_app`` builds it, ``serve`` runs it."""
 
-__all__: list[str] = []
+from api.main import create_app
+from api.serve import serve
+
+__all__ = ["create_app", "serve"]

@@ -1,0 +1,113 @@
+"""Batches on the wire: Arrow IPC streams and JSON rows in, JSON rows or Arrow out.
+
+A batch body is decoded to an Arrow table shaped like the source's schema (``ts`` first);
+checking the types is ``stretch.schema.conform``'s job, done by the runtime on ``add``.
+Rows of a batch are put in ``ts`` order (a stable sort: rows of one ``ts`` keep their
+order), since Spark micro-batches arrive unsorted.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import ValidationError
+
+from api.errors import UnsupportedMediaError
+from api.schemas import BatchRows
+from stretch.errors import InputError, SchemaError
+from stretch.schema import TS, Schema
+
+__all__ = ["ARROW_STREAM", "decode_batch", "encode_arrow", "json_rows", "sort_by_ts"]
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+
+
+def _reject_constant(name: str) -> None:
+    msg = f"malformed JSON body: {name} is not a JSON number"
+    raise InputError(msg)
+
+
+def decode_batch(body: bytes, content_type: str, schema: Schema, where: str) -> pa.Table:
+    """The table a batch body holds: Arrow IPC stream or JSON ``{"rows": [...]}``.
+
+    Args:
+        body: The request body.
+        content_type: Its ``Content-Type`` (JSON if empty).
+        schema: The source's payload columns (used to shape JSON rows and empty batches).
+        where: What the batch is for, for messages ("source 1 of 'j'").
+
+    Raises:
+        InputError: a malformed body.
+        SchemaError: JSON rows whose values do not form typed columns.
+        UnsupportedMediaError: any other content type.
+
+    """
+    media = content_type.split(";", maxsplit=1)[0].strip().lower()
+    if media == ARROW_STREAM:
+        try:
+            return pa.ipc.open_stream(pa.BufferReader(body)).read_all()
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            msg = f"{where}: malformed Arrow IPC stream: {exc}"
+            raise InputError(msg) from exc
+    if media not in ("", "application/json"):
+        msg = f"{where}: unsupported Content-Type {media!r}; send JSON or {ARROW_STREAM}"
+        raise UnsupportedMediaError(msg)
+    try:
+        parsed = json.loads(body, parse_constant=_reject_constant)
+        rows = BatchRows.model_validate(parsed).rows
+    except (ValueError, ValidationError) as exc:
+        detail = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        msg = f'{where}: malformed JSON body (want {{"rows": [{{...}}]}}): {detail}'
+        raise InputError(msg) from exc
+    return _rows_table(rows, schema, where)
+
+
+def _rows_table(rows: list[dict[str, Any]], schema: Schema, where: str) -> pa.Table:
+    if not rows:
+        return schema.empty_table()
+    names = [TS, *schema.names]
+    arrays = {}
+    for name in names:
+        values = [row.get(name) for row in rows]
+        try:
+            arrays[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+            kinds = sorted({type(v).__name__ for v in values})
+            msg = f"{where}: column {name!r} mixes value types {', '.join(kinds)}"
+            raise SchemaError(msg) from exc
+    return pa.table(arrays)
+
+
+def sort_by_ts(table: pa.Table) -> pa.Table:
+    """``table`` in ``ts`` order; rows with equal ``ts`` keep their order (stable)."""
+    if table.num_rows < 2 or TS not in table.column_names:
+        return table
+    ts = table.column(TS)
+    if not pa.types.is_integer(ts.type) or ts.null_count:
+        return table  # conform() names the bad column
+    values = ts.to_numpy()
+    if bool(np.all(values[1:] >= values[:-1])):
+        return table
+    return table.take(pc.sort_indices(table, sort_keys=[(TS, "ascending")]))
+
+
+def json_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """Rows as JSON-ready dicts; non-finite floats become null (JSON has no NaN)."""
+    columns = [
+        pc.if_else(pc.is_finite(c), c, None) if pa.types.is_floating(c.type) else c
+        for c in table.columns
+    ]
+    rows: list[dict[str, Any]] = pa.Table.from_arrays(columns, names=table.column_names).to_pylist()
+    return rows
+
+
+def encode_arrow(table: pa.Table) -> bytes:
+    """``table`` as an Arrow IPC stream."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())

@@ -1,0 +1,117 @@
+"""Routes that create, inspect, reconfigure and delete operators (``/v1/operators``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from api.auth import require_token
+from api.operators import OperatorRegistry
+from api.schemas import (
+    CreateOperator,
+    OperatorStatus,
+    ReconfigurationInfo,
+    ReconfigureAccepted,
+    ReconfigureRequest,
+)
+
+__all__ = ["NAME", "registry", "router"]
+
+router = APIRouter(prefix="/v1/operators", tags=["operators"])
+
+NAME = Annotated[str, Path(description="the operator instance's name", max_length=100)]
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {
+        "description": text,
+        "content": {"application/json": {"example": {"detail": "what was wrong"}}},
+    }
+    for code, text in [
+        (401, "missing or wrong bearer token"),
+        (404, "unknown operator"),
+        (409, "conflicts with the current state"),
+        (422, "invalid request or parameters"),
+    ]
+}
+
+
+def registry(request: Request) -> OperatorRegistry:
+    """The app's operator registry (a dependency)."""
+    operators: OperatorRegistry = request.app.state.operators
+    return operators
+
+
+Registry = Annotated[OperatorRegistry, Depends(registry)]
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=OperatorStatus,
+    responses=ERRORS,
+    dependencies=[Depends(require_token)],
+)
+async def create_operator(body: CreateOperator, operators: Registry) -> dict[str, Any]:
+    """Start catalog operator ``operator`` under ``name`` with m instances of a pool of n."""
+    managed = await run_in_threadpool(
+        operators.create,
+        body.name,
+        body.operator,
+        body.params,
+        body.parallelism,
+        body.max_parallelism,
+        body.capacity,
+    )
+    return managed.status()
+
+
+@router.get("", response_model=list[OperatorStatus])
+async def list_operators(operators: Registry) -> list[dict[str, Any]]:
+    """The status of every operator, by name."""
+    return [managed.status() for managed in operators.all()]
+
+
+@router.get("/{name}", response_model=OperatorStatus, responses=ERRORS)
+async def get_operator(name: NAME, operators: Registry) -> dict[str, Any]:
+    """Epoch, parallelism, mapping, watermark per source, counters."""
+    return operators.get(name).status()
+
+
+@router.delete("/{name}", status_code=204, responses=ERRORS, dependencies=[Depends(require_token)])
+async def delete_operator(name: NAME, operators: Registry) -> Response:
+    """Stop the operator and drop its state and output."""
+    await run_in_threadpool(operators.delete, name)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/{name}/reconfigure",
+    status_code=202,
+    response_model=ReconfigureAccepted,
+    responses=ERRORS,
+    dependencies=[Depends(require_token)],
+)
+async def reconfigure(
+    name: NAME, body: ReconfigureRequest, operators: Registry
+) -> ReconfigureAccepted:
+    """Queue a new parallelism and/or mapping; it takes effect at an epoch barrier."""
+    epoch = operators.get(name).pipeline.reconfigure(body.parallelism, body.mapping)
+    return ReconfigureAccepted(epoch=epoch)
+
+
+@router.get("/{name}/reconfigurations", response_model=list[ReconfigurationInfo], responses=ERRORS)
+async def reconfigurations(name: NAME, operators: Registry) -> list[ReconfigurationInfo]:
+    """Every reconfiguration: epoch, ``from`` and ``to`` parallelism, duration."""
+    return [
+        ReconfigurationInfo.model_validate(
+            {
+                "epoch": r.epoch,
+                "from": r.from_parallelism,
+                "to": r.to_parallelism,
+                "duration_ms": r.duration_ms,
+                "trigger_ts": r.trigger_ts,
+            }
+        )
+        for r in operators.get(name).reconfigurations()
+    ]

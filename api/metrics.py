@@ -1,0 +1,167 @@
+"""Prometheus metrics of the service, in a registry of the app's own.
+
+Request-path counters (tuples in, late tuples, rejected requests) and the output latency
+histogram are updated as things happen; the operators' gauges (epoch, active instances,
+gate occupancy), output and comparison totals and the reconfiguration durations are read
+from the runtime at scrape time by a collector.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+__all__ = ["OperatorSnapshot", "ServiceMetrics"]
+
+LATENCY_BUCKETS_S = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+RECONFIGURATION_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.04, 0.1, 0.25, 1.0, 5.0)
+
+
+@dataclass(frozen=True)
+class OperatorSnapshot:
+    """What the collector reads from one running operator at scrape time."""
+
+    name: str
+    tuples_out: int
+    epoch: int
+    active_instances: int
+    esg_in_occupancy: int
+    esg_out_occupancy: int
+    comparisons: int
+    reconfiguration_s: Sequence[float] = field(default_factory=tuple)
+
+
+class _RuntimeCollector(Collector):
+    def __init__(self, snapshots: Callable[[], Iterable[OperatorSnapshot]]) -> None:
+        self._snapshots = snapshots
+
+    def collect(self) -> Iterator[Metric]:
+        out = CounterMetricFamily(
+            "stretch_tuples_out", "Output tuples appended to the log", labels=["operator"]
+        )
+        comparisons = CounterMetricFamily(
+            "stretch_comparisons",
+            "Join predicate comparisons (rate() gives comparisons/s)",
+            labels=["operator"],
+        )
+        epoch = GaugeMetricFamily("stretch_epoch", "Epoch in force", labels=["operator"])
+        active = GaugeMetricFamily(
+            "stretch_active_instances", "Connected instances m", labels=["operator"]
+        )
+        occupancy = GaugeMetricFamily(
+            "stretch_esg_occupancy", "Nodes held by a gate", labels=["operator", "gate"]
+        )
+        durations = HistogramMetricFamily(
+            "stretch_reconfiguration_duration_seconds",
+            "Reconfiguration time from the call to completion",
+            labels=["operator"],
+        )
+        for snap in self._snapshots():
+            out.add_metric([snap.name], snap.tuples_out)
+            comparisons.add_metric([snap.name], snap.comparisons)
+            epoch.add_metric([snap.name], snap.epoch)
+            active.add_metric([snap.name], snap.active_instances)
+            occupancy.add_metric([snap.name, "in"], snap.esg_in_occupancy)
+            occupancy.add_metric([snap.name, "out"], snap.esg_out_occupancy)
+            durations.add_metric(
+                [snap.name], _buckets(snap.reconfiguration_s), sum(snap.reconfiguration_s)
+            )
+        yield from (out, comparisons, epoch, active, occupancy, durations)
+
+
+def _buckets(values: Sequence[float]) -> list[tuple[str, float]]:
+    ordered = sorted(values)
+    cumulative = [
+        (str(b), float(bisect.bisect_right(ordered, b))) for b in RECONFIGURATION_BUCKETS_S
+    ]
+    return [*cumulative, ("+Inf", float(len(ordered)))]
+
+
+class ServiceMetrics:
+    """The app's metrics registry and the instruments the routes update.
+
+    Args:
+        snapshots: Returns a snapshot of every running operator (called at scrape time).
+
+    """
+
+    def __init__(self, snapshots: Callable[[], Iterable[OperatorSnapshot]]) -> None:
+        self.registry = CollectorRegistry()
+        self.tuples_in = Counter(
+            "stretch_tuples_in",
+            "Input tuples accepted",
+            ["operator", "source"],
+            registry=self.registry,
+        )
+        self.late_tuples = Counter(
+            "stretch_late_tuples",
+            "Input tuples rejected as late (before the watermark)",
+            ["operator", "source"],
+            registry=self.registry,
+        )
+        self.duplicate_batches = Counter(
+            "stretch_duplicate_batches",
+            "Repeated batch ids acknowledged and ignored",
+            ["operator", "source"],
+            registry=self.registry,
+        )
+        self.rejected_requests = Counter(
+            "stretch_rejected_requests",
+            "Requests answered with a 4xx or 5xx",
+            ["route", "status"],
+            registry=self.registry,
+        )
+        self.output_latency = Histogram(
+            "stretch_output_latency_seconds",
+            "Output visible in the log minus arrival of the newest contributing input",
+            ["operator"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.registry.register(_RuntimeCollector(snapshots))
+
+    def rejected(self, route: str, status: int) -> None:
+        """Count a rejected request."""
+        self.rejected_requests.labels(route, str(status)).inc()
+
+    def forget(self, operator: str, sources: int) -> None:
+        """Drop the series of a deleted operator."""
+        for source in range(sources):
+            for metric in (self.tuples_in, self.late_tuples, self.duplicate_batches):
+                try:
+                    metric.remove(operator, str(source))
+                except KeyError:
+                    continue
+        try:
+            self.output_latency.remove(operator)
+        except KeyError:
+            return
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of every metric."""
+        return bytes(generate_latest(self.registry))

@@ -1,0 +1,184 @@
+"""Request and response bodies of the REST API (the contract of DESIGN.md, as pydantic).
+
+The OpenAPI schema at ``/openapi.json`` (rendered at ``/docs``) is generated from these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "BatchAccepted",
+    "BatchRows",
+    "CommitRequest",
+    "CreateOperator",
+    "InstanceStatus",
+    "OperatorCounters",
+    "OperatorStatus",
+    "OutputPage",
+    "OutputStatus",
+    "ReconfigurationInfo",
+    "ReconfigureAccepted",
+    "ReconfigureRequest",
+    "SourceStatus",
+    "WatermarkRequest",
+]
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+MAX_PARALLELISM = 64
+"""The pool size limit of the runtime's gates."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateOperator(_Strict):
+    """``POST /v1/operators``: start a catalog operator under a name."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=100,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="the instance name used in every other route",
+    )
+    operator: str = Field(
+        description="a catalog name: forward, scalejoin, hedge, wordcount, paircount, longest_tweet"
+    )
+    params: dict[str, str | int | float] = Field(
+        default_factory=dict,
+        description="catalog parameters, e.g. {'ws': 2000}; forward needs 'columns'",
+    )
+    parallelism: int = Field(
+        default=1, ge=1, le=MAX_PARALLELISM, description="m, the instances connected at start"
+    )
+    max_parallelism: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_PARALLELISM,
+        description="n, the pool size (default: max(parallelism, 4))",
+    )
+    capacity: int = Field(
+        default=1 << 16,
+        ge=1 << 10,
+        le=1 << 20,
+        description="nodes the ingest gate holds; beyond it adds get 429",
+    )
+
+
+class SourceStatus(BaseModel):
+    """One input source of an operator."""
+
+    index: int
+    watermark: int | None = Field(description="the latest explicit watermark or last ts")
+    closed: bool
+    tuples_in: int
+    batches: int
+    duplicate_batches: int
+    late_tuples: int
+
+
+class InstanceStatus(BaseModel):
+    """One pool instance."""
+
+    id: int
+    connected: bool
+    tuples_in: int
+    tuples_out: int
+    comparisons: int
+    busy_s: float
+
+
+class OutputStatus(BaseModel):
+    """The output log's offsets."""
+
+    start_offset: int
+    end_offset: int
+    finished: bool
+
+
+class OperatorCounters(BaseModel):
+    """Totals over the operator's sources and output."""
+
+    tuples_in: int
+    tuples_out: int
+    late_tuples: int
+    duplicate_batches: int
+    esg_in_occupancy: int
+
+
+class OperatorStatus(BaseModel):
+    """What ``GET /v1/operators/{name}`` answers."""
+
+    name: str
+    operator: str
+    params: dict[str, str | int | float]
+    epoch: int
+    parallelism: int
+    max_parallelism: int
+    mapping: list[int] = Field(description="f_mu: key group -> instance, in force now")
+    watermarks: list[int | None] = Field(description="per source")
+    sources: list[SourceStatus]
+    instances: list[InstanceStatus]
+    output: OutputStatus
+    counters: OperatorCounters
+
+
+class BatchRows(_Strict):
+    """A JSON batch: one object per row with ``ts`` and the source's columns."""
+
+    rows: list[dict[str, Any]]
+
+
+class BatchAccepted(BaseModel):
+    """``202`` of a batch: rows added, or a repeated ``batch_id`` acknowledged and ignored."""
+
+    accepted: int
+    duplicate: bool
+
+
+class WatermarkRequest(_Strict):
+    """A promise that the source sends no tuple with a smaller ``ts``."""
+
+    ts: int = Field(ge=INT64_MIN, le=INT64_MAX)
+
+
+class CommitRequest(_Strict):
+    """Everything before ``offset`` was consumed; the log may trim it."""
+
+    offset: int = Field(ge=0, le=INT64_MAX)
+
+
+class OutputPage(BaseModel):
+    """A page of output rows (``ts`` first) and the offset to ask for next."""
+
+    rows: list[dict[str, Any]]
+    next_offset: int
+
+
+class ReconfigureRequest(_Strict):
+    """A new parallelism, a new mapping f_mu (key group -> instance), or both."""
+
+    parallelism: int | None = Field(default=None, ge=1, le=MAX_PARALLELISM)
+    mapping: list[int] | None = Field(default=None, max_length=1 << 20)
+
+
+class ReconfigureAccepted(BaseModel):
+    """The epoch the reconfiguration will start (it completes asynchronously)."""
+
+    epoch: int
+
+
+class ReconfigurationInfo(BaseModel):
+    """One reconfiguration: ``from`` and ``to`` parallelism, and its duration once done."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    epoch: int
+    from_: int = Field(alias="from")
+    to: int
+    duration_ms: float | None = Field(description="call -> completion; null while pending")
+    trigger_ts: int | None = None

@@ -1,0 +1,161 @@
+"""Routes that move data: batches, watermarks and close per source; output and commit."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from api.auth import require_token
+from api.codec import ARROW_STREAM, decode_batch, encode_arrow, json_rows, sort_by_ts
+from api.lifecycle import ERRORS, NAME, Registry
+from api.operators import ManagedOperator
+from api.schemas import (
+    INT64_MAX,
+    BatchAccepted,
+    BatchRows,
+    CommitRequest,
+    OutputPage,
+    WatermarkRequest,
+)
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/operators", tags=["streams"])
+
+SOURCE = Annotated[int, Path(ge=0, le=1 << 16, description="the input source index")]
+MAX_WAIT_MS = 60_000
+NEXT_OFFSET = "Stretch-Next-Offset"
+
+_BATCH_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": BatchRows.model_json_schema()},
+            ARROW_STREAM: {"schema": {"type": "string", "format": "binary"}},
+        },
+    }
+}
+_BATCH_ERRORS = {
+    **ERRORS,
+    400: {"description": "malformed Arrow or JSON body"},
+    413: {"description": "the batch is larger than the whole ingest buffer"},
+    415: {"description": "unsupported Content-Type"},
+    429: {
+        "description": "the ingest buffer is full: retry after Retry-After seconds",
+        "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+    },
+}
+
+
+@router.post(
+    "/{name}/sources/{source}/batches",
+    status_code=202,
+    response_model=BatchAccepted,
+    responses=_BATCH_ERRORS,
+    openapi_extra=_BATCH_BODY,
+    dependencies=[Depends(require_token)],
+)
+async def add_batch(
+    name: NAME,
+    source: SOURCE,
+    request: Request,
+    operators: Registry,
+    batch_id: Annotated[
+        int | None, Query(ge=0, le=INT64_MAX, description="idempotency key per source")
+    ] = None,
+) -> BatchAccepted:
+    """Add a batch of rows (Arrow IPC stream or JSON ``{"rows": [...]}``) to a source.
+
+    Rows are put in ``ts`` order (stable); a row before the source's last ``ts`` or
+    watermark makes the whole batch late (422, nothing added). A ``batch_id`` seen before
+    on this source is acknowledged with ``duplicate: true`` and ignored.
+    """
+    managed = operators.get(name)
+    managed.source(source)
+    body = await request.body()
+    content_type = request.headers.get("content-type", "")
+    accepted, duplicate = await run_in_threadpool(
+        _decode_and_add, managed, source, batch_id, body, content_type
+    )
+    return BatchAccepted(accepted=accepted, duplicate=duplicate)
+
+
+def _decode_and_add(
+    managed: ManagedOperator, source: int, batch_id: int | None, body: bytes, content_type: str
+) -> tuple[int, bool]:
+    schema = managed.pipeline.op.inputs[source]
+    table = decode_batch(body, content_type, schema, managed.where(source))
+    return managed.add_batch(source, batch_id, sort_by_ts(table))
+
+
+@router.post(
+    "/{name}/sources/{source}/watermark",
+    status_code=202,
+    responses=ERRORS,
+    dependencies=[Depends(require_token)],
+)
+async def watermark(
+    name: NAME, source: SOURCE, body: WatermarkRequest, operators: Registry
+) -> dict[str, Any]:
+    """Promise that the source sends no tuple with ``ts`` below ``body.ts``."""
+    await run_in_threadpool(operators.get(name).watermark, source, body.ts)
+    return {}
+
+
+@router.post(
+    "/{name}/sources/{source}/close",
+    status_code=202,
+    responses=ERRORS,
+    dependencies=[Depends(require_token)],
+)
+async def close(name: NAME, source: SOURCE, operators: Registry) -> dict[str, Any]:
+    """End of the source's input: its windows flush once every source is closed."""
+    await run_in_threadpool(operators.get(name).close, source)
+    return {}
+
+
+@router.get(
+    "/{name}/output",
+    response_model=OutputPage,
+    responses={
+        **ERRORS,
+        200: {
+            "content": {ARROW_STREAM: {"schema": {"type": "string", "format": "binary"}}},
+            "description": f"rows from offset; Arrow answers carry {NEXT_OFFSET}",
+        },
+    },
+)
+async def output(
+    name: NAME,
+    operators: Registry,
+    offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
+    max_rows: Annotated[int, Query(ge=1, le=1_000_000)] = 10_000,
+    wait_ms: Annotated[
+        int, Query(ge=0, le=MAX_WAIT_MS, description="long-poll for up to this long")
+    ] = 0,
+    accept: Annotated[str, Header()] = "application/json",
+) -> Response:
+    """Output rows from ``offset`` (``ts`` first), waiting up to ``wait_ms`` for one."""
+    pipeline = operators.get(name).pipeline
+    table, next_offset = await run_in_threadpool(pipeline.output, offset, max_rows, wait_ms / 1000)
+    if ARROW_STREAM in accept:
+        return Response(
+            encode_arrow(table), media_type=ARROW_STREAM, headers={NEXT_OFFSET: str(next_offset)}
+        )
+    rows = await run_in_threadpool(json_rows, table)
+    return JSONResponse({"rows": rows, "next_offset": next_offset})
+
+
+@router.post(
+    "/{name}/output/commit",
+    status_code=202,
+    responses=ERRORS,
+    dependencies=[Depends(require_token)],
+)
+async def commit(name: NAME, body: CommitRequest, operators: Registry) -> dict[str, Any]:
+    """Everything before ``offset`` was consumed; the log may trim it."""
+    operators.get(name).pipeline.commit(body.offset)
+    return {}

@@ -1,0 +1,285 @@
+"""A small typed client of the sidecar's REST API (used by tests, benchmarks and Spark).
+
+``StretchClient`` speaks Arrow IPC for batches and output, retries a batch that got 429
+(the ingest buffer was full) with exponential backoff up to a deadline, and raises
+``ServiceError`` carrying the status and the service's ``detail`` for any other error.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, NamedTuple
+
+import httpx
+import pyarrow as pa
+
+from stretch.errors import CapacityError, StretchError
+
+__all__ = ["ARROW_STREAM", "BatchResult", "ServiceError", "StretchClient"]
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+NEXT_OFFSET = "Stretch-Next-Offset"
+
+
+class ServiceError(StretchError):
+    """The service answered with an error status.
+
+    Attributes:
+        status: The HTTP status.
+        detail: The service's explanation.
+
+    """
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"HTTP {status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+class BatchResult(NamedTuple):
+    """The answer to a batch: rows accepted, and whether it repeated a known batch id."""
+
+    accepted: int
+    duplicate: bool
+
+
+def _arrow_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+class StretchClient:
+    """A client of one STRETCH service.
+
+    Args:
+        base_url: The service's address, e.g. ``http://127.0.0.1:8321``.
+        token: The bearer token, if the service has one.
+        timeout_s: The timeout of each request (long-polls add their wait).
+        http: An existing ``httpx.Client`` (e.g. FastAPI's ``TestClient``) to use instead
+            of a new one; ``base_url`` is then ignored.
+
+    """
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8321",
+        token: str | None = None,
+        timeout_s: float = 30.0,
+        http: httpx.Client | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._owned = http is None
+        self._http = (
+            http if http is not None else httpx.Client(base_url=base_url, timeout=timeout_s)
+        )
+        self._headers = headers
+        self._timeout_s = timeout_s
+
+    def __enter__(self) -> StretchClient:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool (if this client created it)."""
+        if self._owned:
+            self._http.close()
+
+    def _wait(self, wait_ms: int) -> dict[str, Any]:
+        """A longer timeout for a long-poll (left to an injected client, e.g. TestClient)."""
+        return {"timeout": self._timeout_s + wait_ms / 1000} if self._owned else {}
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        headers = {**self._headers, **kwargs.pop("headers", {})}
+        response = self._http.request(method, path, headers=headers, **kwargs)
+        if response.status_code >= 400:
+            try:
+                detail = str(response.json().get("detail", response.text))
+            except ValueError:
+                detail = response.text
+            raise ServiceError(response.status_code, detail)
+        return response
+
+    # -- operators -------------------------------------------------------------------------
+
+    def create_operator(
+        self,
+        name: str,
+        operator: str,
+        params: Mapping[str, str | int | float] | None = None,
+        parallelism: int = 1,
+        max_parallelism: int | None = None,
+        capacity: int | None = None,
+    ) -> dict[str, Any]:
+        """Start catalog ``operator`` under ``name``; return its status."""
+        body: dict[str, Any] = {
+            "name": name,
+            "operator": operator,
+            "params": dict(params or {}),
+            "parallelism": parallelism,
+        }
+        if max_parallelism is not None:
+            body["max_parallelism"] = max_parallelism
+        if capacity is not None:
+            body["capacity"] = capacity
+        status: dict[str, Any] = self._request("POST", "/v1/operators", json=body).json()
+        return status
+
+    def operators(self) -> list[dict[str, Any]]:
+        """The status of every operator."""
+        listing: list[dict[str, Any]] = self._request("GET", "/v1/operators").json()
+        return listing
+
+    def status(self, name: str) -> dict[str, Any]:
+        """The status of operator ``name``."""
+        status: dict[str, Any] = self._request("GET", f"/v1/operators/{name}").json()
+        return status
+
+    def delete_operator(self, name: str) -> None:
+        """Stop operator ``name`` and drop it."""
+        self._request("DELETE", f"/v1/operators/{name}")
+
+    # -- input -----------------------------------------------------------------------------
+
+    def add_batch(
+        self,
+        name: str,
+        source: int,
+        batch: pa.Table | Sequence[Mapping[str, Any]],
+        batch_id: int | None = None,
+        retry_s: float = 30.0,
+    ) -> BatchResult:
+        """Send a batch (an Arrow table, or JSON rows), retrying while the service says 429.
+
+        Raises:
+            CapacityError: the service was still full after ``retry_s`` seconds.
+            ServiceError: any other error answer.
+
+        """
+        if isinstance(batch, pa.Table):
+            kwargs: dict[str, Any] = {
+                "content": _arrow_bytes(batch),
+                "headers": {"Content-Type": ARROW_STREAM},
+            }
+        else:
+            kwargs = {"json": {"rows": [dict(row) for row in batch]}}
+        params = {"batch_id": batch_id} if batch_id is not None else {}
+        deadline = time.monotonic() + retry_s
+        backoff_s = 0.002
+        while True:
+            try:
+                body = self._request(
+                    "POST",
+                    f"/v1/operators/{name}/sources/{source}/batches",
+                    params=params,
+                    **kwargs,
+                ).json()
+                return BatchResult(int(body["accepted"]), bool(body["duplicate"]))
+            except ServiceError as exc:
+                if exc.status != 429:
+                    raise
+                if time.monotonic() + backoff_s > deadline:
+                    msg = f"{name!r} source {source}: still full after {retry_s} s"
+                    raise CapacityError(msg) from exc
+            time.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, 0.1)
+
+    def watermark(self, name: str, source: int, ts_ms: int) -> None:
+        """Promise that ``source`` sends no tuple with ``ts`` below ``ts_ms``."""
+        self._request(
+            "POST", f"/v1/operators/{name}/sources/{source}/watermark", json={"ts": ts_ms}
+        )
+
+    def close_source(self, name: str, source: int) -> None:
+        """End of input for ``source``."""
+        self._request("POST", f"/v1/operators/{name}/sources/{source}/close")
+
+    # -- output ----------------------------------------------------------------------------
+
+    def output(
+        self, name: str, offset: int = 0, max_rows: int = 10_000, wait_ms: int = 0
+    ) -> tuple[pa.Table, int]:
+        """Output rows from ``offset`` as an Arrow table, and the next offset."""
+        response = self._request(
+            "GET",
+            f"/v1/operators/{name}/output",
+            params={"offset": offset, "max_rows": max_rows, "wait_ms": wait_ms},
+            headers={"Accept": ARROW_STREAM},
+            **self._wait(wait_ms),
+        )
+        table = pa.ipc.open_stream(pa.BufferReader(response.content)).read_all()
+        return table, int(response.headers[NEXT_OFFSET])
+
+    def output_rows(
+        self, name: str, offset: int = 0, max_rows: int = 10_000, wait_ms: int = 0
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Output rows from ``offset`` as JSON objects, and the next offset."""
+        body = self._request(
+            "GET",
+            f"/v1/operators/{name}/output",
+            params={"offset": offset, "max_rows": max_rows, "wait_ms": wait_ms},
+            **self._wait(wait_ms),
+        ).json()
+        return list(body["rows"]), int(body["next_offset"])
+
+    def read_all(
+        self, name: str, timeout_s: float = 60.0, offset: int = 0, commit: bool = True
+    ) -> pa.Table:
+        """Every output row from ``offset`` until the log is finished (all sources closed).
+
+        Raises:
+            TimeoutError: the output did not finish within ``timeout_s``.
+
+        """
+        deadline = time.monotonic() + timeout_s
+        tables = []
+        while True:
+            table, offset = self.output(name, offset, max_rows=100_000, wait_ms=200)
+            if table.num_rows:
+                tables.append(table)
+                if commit:
+                    self.commit(name, offset)
+                continue
+            out = self.status(name)["output"]
+            if out["finished"] and offset >= out["end_offset"]:
+                return pa.concat_tables(tables) if tables else table
+            if time.monotonic() > deadline:
+                msg = f"the output of {name!r} did not finish in {timeout_s} s"
+                raise TimeoutError(msg)
+
+    def commit(self, name: str, offset: int) -> None:
+        """Everything before ``offset`` was consumed."""
+        self._request("POST", f"/v1/operators/{name}/output/commit", json={"offset": offset})
+
+    # -- reconfiguration -------------------------------------------------------------------
+
+    def reconfigure(
+        self, name: str, parallelism: int | None = None, mapping: Sequence[int] | None = None
+    ) -> int:
+        """Queue a reconfiguration; return its epoch."""
+        body: dict[str, Any] = {}
+        if parallelism is not None:
+            body["parallelism"] = parallelism
+        if mapping is not None:
+            body["mapping"] = list(mapping)
+        epoch: int = self._request("POST", f"/v1/operators/{name}/reconfigure", json=body).json()[
+            "epoch"
+        ]
+        return epoch
+
+    def reconfigurations(self, name: str) -> list[dict[str, Any]]:
+        """Every reconfiguration of ``name``: epoch, from, to, duration_ms."""
+        records: list[dict[str, Any]] = self._request(
+            "GET", f"/v1/operators/{name}/reconfigurations"
+        ).json()
+        return records
