@@ -62,6 +62,7 @@ async def create_operator(body: CreateOperator, operators: Registry) -> dict[str
         body.parallelism,
         body.max_parallelism,
         body.capacity,
+        body.allowed_lateness_ms,
     )
     return managed.status()
 

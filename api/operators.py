@@ -177,14 +177,10 @@ class ManagedOperator:
         return bool(others) and self._frontier(source) < min(others)
 
     def _late_rows(self, source: int, table: pa.Table) -> int:
-        store = self.pipeline.sources[source]
-        floor = max((x for x in (store.last_ts, store.watermark) if x is not None), default=None)
-        rows = int(table.num_rows)
-        if floor is None:
-            return rows
+        """Rows of a rejected batch older than the source's released watermark."""
+        released = self.pipeline.sources[source].reorder.released
         ts = table.column(TS).to_numpy()
-        late = int((ts < floor).sum())
-        return late or rows
+        return int((ts < released).sum()) or int(table.num_rows)
 
     def watermark(self, source: int, ts: int) -> None:
         """Promise no later tuple of ``source`` before ``ts``."""
@@ -291,6 +287,7 @@ class OperatorRegistry:
         parallelism: int,
         max_parallelism: int | None,
         capacity: int,
+        allowed_lateness_ms: int = 0,
     ) -> ManagedOperator:
         """Build catalog operator ``operator`` and start it under ``name``.
 
@@ -312,7 +309,9 @@ class OperatorRegistry:
                 raise ConflictError(msg)
             op = build(operator, params)
             n = max_parallelism or max(parallelism, DEFAULT_MAX_PARALLELISM)
-            pipeline = setup(op, parallelism, n, capacity=capacity)
+            pipeline = setup(
+                op, parallelism, n, capacity=capacity, allowed_lateness_ms=allowed_lateness_ms
+            )
             managed = ManagedOperator(name, operator, params, pipeline, capacity, self._metrics)
             self._operators[name] = managed
         logger.info("started operator %r (%s, m=%d, n=%d)", name, operator, parallelism, n)

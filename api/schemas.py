@@ -67,6 +67,13 @@ class CreateOperator(_Strict):
         le=1 << 20,
         description="nodes the ingest gate holds; beyond it adds get 429",
     )
+    allowed_lateness_ms: int = Field(
+        default=0,
+        ge=0,
+        le=1 << 40,
+        description="how far behind a source's largest ts its rows may arrive; older "
+        "rows are late (422). Rows wait in a reorder buffer until then",
+    )
 
 
 class SourceStatus(BaseModel):

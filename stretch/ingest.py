@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from stretch.batch import Batch, StringDictionary
 from stretch.errors import LateTupleError
 from stretch.oplus import StreamTuple
+from stretch.reorder import ReorderBuffer
 from stretch.schema import ColumnType, Schema, conform
 
 __all__ = ["SourceStore"]
@@ -33,13 +34,20 @@ class SourceStore:
         schema: The payload columns of the stream.
         where: A description for messages, e.g. "source 1 of 'scalejoin'".
         dictionary: The pipeline's string dictionary (shared by all sources).
+        allowed_lateness_ms: The lateness its reorder buffer allows.
 
     """
 
     def __init__(
-        self, source: int, schema: Schema, where: str, dictionary: StringDictionary
+        self,
+        source: int,
+        schema: Schema,
+        where: str,
+        dictionary: StringDictionary,
+        allowed_lateness_ms: int = 0,
     ) -> None:
         self.source = source
+        self.reorder = ReorderBuffer(allowed_lateness_ms, where)
         self.schema = schema
         self.where = where
         self.dictionary = dictionary

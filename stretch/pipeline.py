@@ -29,6 +29,7 @@ from stretch.oplus import END_OF_INPUT, OPlus
 from stretch.output_log import OutputLog
 from stretch.pool import CompiledOperator, InstancePool, OwnershipAudit
 from stretch.reconfiguration import EpochPlan, ReconfigurationRecord, plan
+from stretch.schema import conform
 from stretch.sn import output_table
 
 __all__ = ["Pipeline"]
@@ -49,6 +50,8 @@ class Pipeline:
         capacity: Nodes each gate holds before adds block (flow control).
         compiled: A kernel path for the operator (catalog operators), or None.
         audit: If True, check that no key group is touched by two instances in an epoch.
+        allowed_lateness_ms: How far behind its largest ``ts`` a source's rows may arrive
+            (each source's reorder buffer, DESIGN.md decision 8).
 
     Raises:
         ReconfigurationError: m is outside ``1..n`` or n exceeds the gates' limits.
@@ -63,6 +66,7 @@ class Pipeline:
         capacity: int = 1 << 16,
         compiled: CompiledOperator | None = None,
         audit: bool = False,
+        allowed_lateness_ms: int = 0,
     ) -> None:
         if not 1 <= parallelism <= max_parallelism <= 64:
             msg = (
@@ -74,7 +78,9 @@ class Pipeline:
         self.max_parallelism = max_parallelism
         self.dictionary = StringDictionary()
         self.sources = [
-            SourceStore(i, schema, f"source {i} of {op.name!r}", self.dictionary)
+            SourceStore(
+                i, schema, f"source {i} of {op.name!r}", self.dictionary, allowed_lateness_ms
+            )
             for i, schema in enumerate(op.inputs)
         ]
         self.esg_in = ElasticScaleGate(
@@ -119,24 +125,26 @@ class Pipeline:
     # -- input (Alg. 5) ------------------------------------------------------------------
 
     def add(self, source: int, batch: pa.Table | pa.RecordBatch) -> int:
-        """Add a timestamp-sorted batch to input ``source``; return the rows added.
+        """Add a batch (any order) to input ``source``; return its row count.
+
+        Rows go through the source's reorder buffer (DESIGN.md decision 8): they reach
+        ESG_in in ``ts`` order once the source's released watermark passes them.
 
         Raises:
             InputError: unknown or closed source.
             SchemaError: the batch does not match the source's schema.
-            LateTupleError: the batch is unsorted or starts before the source's last ts.
+            LateTupleError: a row is older than the source's released watermark; nothing
+                of the batch is added.
 
         """
         store = self._source(source)
+        table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
         with store.lock:
             self._check_open(store)
-            ts, seqs = store.append(batch)
-            for start in range(0, len(ts), ADD_CHUNK):
-                self.esg_in.add_batch(
-                    source, ts[start : start + ADD_CHUNK], seqs[start : start + ADD_CHUNK]
-                )
+            data = conform(table, store.schema, store.where)
+            self._release(store, store.reorder.push(data))
         self.pool.wake_all()
-        return len(ts)
+        return int(data.num_rows)
 
     def watermark(self, source: int, ts: int) -> None:
         """Promise that ``source`` adds no tuple before ``ts`` (a lower one is ignored).
@@ -148,24 +156,30 @@ class Pipeline:
         store = self._source(source)
         with store.lock:
             self._check_open(store)
-            floor = max(x for x in (store.last_ts, store.watermark, -END_OF_INPUT) if x is not None)
-            if ts <= floor:
-                return
-            self.esg_in.add_watermark(source, ts)
-            store.watermark = ts
-            store.closed = ts == END_OF_INPUT
+            self._release(store, store.reorder.advance(ts))
         self.pool.wake_all()
 
     def close(self, source: int | None = None) -> None:
         """End of input for ``source`` (or every source): flushes every window."""
         for store in self.sources if source is None else [self._source(source)]:
             with store.lock:
-                if store.closed:
-                    continue
-                self.esg_in.add_watermark(store.source, END_OF_INPUT)
-                store.watermark = END_OF_INPUT
-                store.closed = True
+                if not store.closed:
+                    self._release(store, store.reorder.flush())
         self.pool.wake_all()
+
+    def _release(self, store: SourceStore, rows: pa.Table | None) -> None:
+        """Move rows the reorder buffer freed into ESG_in, then the source's watermark."""
+        if rows is not None:
+            ts, seqs = store.append(rows)
+            for start in range(0, len(ts), ADD_CHUNK):
+                self.esg_in.add_batch(
+                    store.source, ts[start : start + ADD_CHUNK], seqs[start : start + ADD_CHUNK]
+                )
+        released = store.reorder.released
+        if released > (store.watermark if store.watermark is not None else -END_OF_INPUT):
+            self.esg_in.add_watermark(store.source, released)
+            store.watermark = released
+            store.closed = released == END_OF_INPUT
 
     # -- reconfiguration (Alg. 5-6) --------------------------------------------------------
 

@@ -36,6 +36,7 @@ def setup(
     audit: bool = False,
     compiled: bool = True,
     capacity: int = 1 << 16,
+    allowed_lateness_ms: int = 0,
 ) -> Pipeline: ...
 
 
@@ -50,11 +51,16 @@ def setup(
     audit: bool = False,
     compiled: bool = True,
     capacity: int = 1 << 16,
+    allowed_lateness_ms: int = 0,
 ) -> Pipeline: ...
 
 
 def setup(
-    *args: object, audit: bool = False, compiled: bool = True, capacity: int = 1 << 16
+    *args: object,
+    audit: bool = False,
+    compiled: bool = True,
+    capacity: int = 1 << 16,
+    allowed_lateness_ms: int = 0,
 ) -> Pipeline:
     """Start a VSN pipeline: ``setup(O+, m, n)`` or ``setup(ESG_in, O+, m, n)`` (section 7).
 
@@ -64,6 +70,8 @@ def setup(
         audit: Check that no key group is touched by two instances in one epoch.
         compiled: Use the operator's Numba kernel when it has one.
         capacity: Nodes each gate holds before adds block.
+        allowed_lateness_ms: How far behind its largest ``ts`` a source's rows may
+            arrive; each source's reorder buffer holds rows until then (decision 8).
 
     Raises:
         TypeError: the arguments match neither form.
@@ -89,6 +97,7 @@ def setup(
         capacity=capacity,
         compiled=compile_operator(op) if compiled else None,
         audit=audit,
+        allowed_lateness_ms=allowed_lateness_ms,
     )
     if upstream is not None:
         _chain(upstream, pipeline)

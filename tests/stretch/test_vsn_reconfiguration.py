@@ -94,20 +94,21 @@ def test_pipeline_api_output_offsets_commit_and_stats() -> None:
         assert record["trigger_ts"] > 97  # the first tuple past a gamma (97 or 98)
 
 
-def test_unsorted_or_late_input_is_rejected() -> None:
+def test_unsorted_input_is_reordered_and_late_input_rejected() -> None:
+    """Decision 8: rows wait in the reorder buffer; a row behind the released watermark
+    (the largest ts seen, with the default lateness 0) is late and its batch rejected."""
     with setup(forward_op(1), 1, 1, capacity=1 << 12) as pipeline:
-        with pytest.raises(LateTupleError, match="row 3"):
-            pipeline.add(0, v_table([1, 5, 4]))
-        pipeline.add(0, v_table([5, 6]))
-        with pytest.raises(LateTupleError, match="before the source's last ts"):
-            pipeline.add(0, v_table([3]))
+        pipeline.add(0, v_table([1, 5, 4]))
+        pipeline.add(0, v_table([6, 5]))
+        with pytest.raises(LateTupleError, match="row 2 has ts 3, before the released watermark 6"):
+            pipeline.add(0, v_table([7, 3]))
         with pytest.raises(InputError):
             pipeline.add(1, v_table([7]))
         pipeline.close()
         with pytest.raises(InputError, match="closed"):
             pipeline.add(0, v_table([9]))
         assert pipeline.join(TIMEOUT_S)
-        assert pipeline.output()[0].column("ts").to_pylist() == [5, 6]
+        assert pipeline.output()[0].column("ts").to_pylist() == [1, 4, 5, 5, 6]
 
 
 def test_user_defined_oplus_same_in_vsn_and_sn() -> None:
