@@ -28,7 +28,7 @@ from stretch.catalog import build
 from stretch.errors import CapacityError, LateTupleError, OperatorError
 from stretch.pipeline import Pipeline
 from stretch.reconfiguration import ReconfigurationRecord
-from stretch.schema import TS
+from stretch.schema import TS, conform
 from stretch.vsn import setup
 
 __all__ = ["ManagedOperator", "OperatorRegistry", "SourceCounters"]
@@ -132,6 +132,7 @@ class ManagedOperator:
                     f"ingest buffer of {self.capacity}; split it"
                 )
                 raise TooLargeError(msg)
+            table = conform(table, self.pipeline.sources[source].schema, self.where(source))
             ts = table.column(TS).to_numpy()
             if not self.pipeline.esg_in.fits(source, ts) and not self._holds_back_merge(source):
                 free = self.capacity - self.pipeline.esg_in.occupancy()

@@ -56,6 +56,7 @@ BATCHES = "/v1/operators/j/sources/{}/batches"
         ),
         (0, {"content": b'{"rows": [{"ts": NaN}]}'}, 400, "NaN"),
         (0, {"json": {"rows": [{"ts": 500, "x": 1}]}}, 422, "'y'"),
+        (0, {"json": {"rows": [{}]}}, 422, "column 'ts': missing value"),
         (0, {"json": {"rows": [{"ts": 500, "x": "one", "y": 1.0}]}}, 422, "'x'"),
         (
             0,
