@@ -4,7 +4,9 @@ Every tuple carries all K keys (f_MK), so every instance sees it and compares it
 its share of the stored tuples of the opposite stream; each tuple is stored by exactly
 one key, chosen round robin by the counter c that all keys' window sets advance in step.
 A pair is compared once, when its later tuple arrives, and only if the two ``ts`` are at
-most WS apart: the stored side is purged of tuples older than ``t.ts - WS`` first.
+most WS apart: the stored side is purged of tuples older than ``t.ts - WS`` first. The
+band includes both ends, so the O+ window is one tick longer than the band: ``[l, l + WS +
+1)`` holds every tuple that a later one within WS can still match.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def band_join(
     return OPlus(
         name,
         wa_ms,
-        ws_ms,
+        ws_ms + 1,
         inputs,
         multi_key=lambda t: all_keys,
         window_type=WindowType.SINGLE,

@@ -50,8 +50,9 @@ def band_join_run(
     (side 0 = L, 1 = R) between ``bounds[s, 2 side]`` and ``bounds[s, 2 side + 1]``, and
     its counter in ``bounds[s, COUNT]``; the stores have room for the whole run. A key
     whose window set the reference would remove before a tuple (the set slid past the
-    last tuple that updated it: ``earliestWinL(ts) > bounds[s, LAST]``) starts over
-    empty, with its counter at 0, as the reference's new set does.
+    last tuple that updated it: ``earliestWinL(ts) > bounds[s, LAST]``, for the join's
+    window of ``ws + 1`` ms, see ``stretch.joins``) starts over empty, with its counter at
+    0, as the reference's new set does. ``ws`` is the band: pairs at most ``ws`` apart.
     ``progress[s]`` is the next run tuple of slot s. Matches go to ``out[:, n]`` as (tuple
     index, key, partner seq, j-th match of the tuple and key); ``stats`` holds the matches
     written and the comparisons made. Stops before a tuple whose matches might not fit;
@@ -71,7 +72,7 @@ def band_join_run(
                 return False
             ts = run_ts[i]
             seq = run_seq[i]
-            if ((ts - ws) // wa + 1) * wa > bounds[s, LAST]:
+            if ((ts - ws - 1) // wa + 1) * wa > bounds[s, LAST]:  # window: WS + 1
                 bounds[s, 0], bounds[s, 2] = bounds[s, 1], bounds[s, 3]
                 bounds[s, COUNT] = 0
                 head = tail

@@ -186,7 +186,7 @@ class ScaleJoinKernel:
             done = band_join_run(
                 slab.slot_keys,
                 self.keys,
-                self.op.ws_ms,
+                self.op.ws_ms - 1,  # the band: the join's O+ window is one tick longer
                 self.op.wa_ms,
                 progress,
                 ts,

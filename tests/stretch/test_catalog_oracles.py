@@ -171,3 +171,33 @@ def test_aggregate_of_empty_input_is_empty(name: str) -> None:
 
     empty = Schema.of(user="str", tweet="str").empty_table()
     assert run_sn(build(name), [empty]).num_rows == 0
+
+
+@pytest.mark.parametrize("ws", [1, 7, 300])
+def test_join_pairs_exactly_ws_apart_match_in_both_runtimes(ws: int) -> None:
+    """The band includes its ends: a pair WS apart matches (after a gap, too)."""
+    from stretch.schema import Schema
+    from stretch.vsn import run_vsn
+
+    schema = Schema.of(symbol="str", price="float", avg_price="float")
+    table = schema.table(
+        [0, ws, 3 * ws + 5, 4 * ws + 5], [("GOOG", 95.0, 100.0), ("FB", 105.0, 100.0)] * 2
+    )
+    op = build("hedge", {"ws": ws, "keys": 3})
+    expected = run_sn(op, [table, table])
+    assert rows(expected) == [
+        (ws, "FB", 105.0, "GOOG", 95.0),
+        (ws, "GOOG", 95.0, "FB", 105.0),
+        (4 * ws + 5, "FB", 105.0, "GOOG", 95.0),
+        (4 * ws + 5, "GOOG", 95.0, "FB", 105.0),
+    ]
+    left = Schema.of(x="int", y="float").table([0, 3 * ws + 5], [(1, 1.0), (1, 1.0)])
+    right = Schema.of(a="int", b="float", c="float", d="bool").table(
+        [ws, 4 * ws + 5], [(2, 2.0, 0.0, True), (2, 2.0, 0.0, False)]
+    )
+    joined = run_sn(build("scalejoin", {"ws": ws, "keys": 2}), [left, right])
+    assert [r[0] for r in rows(joined)] == [ws, 4 * ws + 5]
+    for parallelism in (1, 2):
+        assert run_vsn(op, [table, table], parallelism, 2).equals(expected)
+        scalejoin = build("scalejoin", {"ws": ws, "keys": 2})
+        assert run_vsn(scalejoin, [left, right], parallelism, 2).equals(joined)
