@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -26,6 +27,8 @@ from stretch.sn import run_sn
 from stretch.vsn import run_vsn
 
 __all__ = ["main"]
+
+BENCHMARKS = ("forward", "http", "reconfig", "scalegate", "scalejoin", "vsn_vs_sn")
 
 log = logging.getLogger("stretch")
 
@@ -142,6 +145,17 @@ def _parser() -> argparse.ArgumentParser:
         help="output file per stream; with one PATH for scalejoin, writes PATH's stem + _l and _r",
     )
     generate.set_defaults(run=_generate)
+
+    bench = commands.add_parser(
+        "bench",
+        help="run one of the experiments in benchmarks/",
+        description="Run benchmarks/bench_NAME.py of a source checkout with this Python; "
+        "arguments after NAME go to the script (NAME --help lists them). Results go to "
+        "benchmarks/results/.",
+    )
+    bench.add_argument("name", choices=BENCHMARKS, help="the experiment")
+    bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    bench.set_defaults(run=_bench)
 
     serve = commands.add_parser(
         "serve",
@@ -294,6 +308,14 @@ def _generate(args: argparse.Namespace) -> int:
         write_table(table, path)
         sys.stdout.write(f"wrote {table.num_rows} rows to {path}\n")
     return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / f"bench_{args.name}.py"
+    if not script.is_file():
+        msg = f"{script} not found: 'stretch bench' needs a source checkout of the repository"
+        raise InputError(msg)
+    return subprocess.run([sys.executable, str(script), *args.args], check=False).returncode
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -214,3 +214,10 @@ def test_generate_rejects_bad_arguments(tmp_path: Path) -> None:
     assert_clean_error(
         stretch("generate", "tweets", "--rows", "-1", "--output", str(tmp_path / "t.csv")), "rows"
     )
+
+
+def test_bench_runs_the_experiment_scripts() -> None:
+    result = stretch("bench", "scalejoin", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "--parallelism" in result.stdout
+    assert stretch("bench", "nosuch").returncode == 2
