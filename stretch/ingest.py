@@ -21,7 +21,7 @@ from stretch.batch import Batch, StringDictionary
 from stretch.errors import LateTupleError
 from stretch.oplus import StreamTuple
 from stretch.reorder import ReorderBuffer
-from stretch.schema import ColumnType, Schema, conform
+from stretch.schema import ColumnType, Schema
 
 __all__ = ["SourceStore"]
 
@@ -69,24 +69,17 @@ class SourceStore:
     def __len__(self) -> int:
         return self._length
 
-    def append(
-        self, table: pa.Table | pa.RecordBatch
-    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Check and store a batch; return its ``ts`` and its rows' sequence numbers.
+    def append(self, data: pa.Table) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Store a batch already conformed to the schema; return its ``ts`` and seqs.
 
-        The caller holds ``self.lock``. O(len(table)).
+        The caller holds ``self.lock`` (the pipeline conforms batches when they arrive,
+        before the reorder buffer). O(len(data)).
 
         Raises:
-            SchemaError: the batch does not match the stream's schema.
             LateTupleError: the batch is not sorted by ``ts``, or starts before the
                 source's last ``ts`` or released watermark.
 
         """
-        data = conform(
-            pa.Table.from_batches([table]) if isinstance(table, pa.RecordBatch) else table,
-            self.schema,
-            self.where,
-        )
         batch = Batch.from_arrow(data, self.schema, self.dictionary)
         ts = batch.ts
         if len(ts) == 0:

@@ -86,10 +86,7 @@ class OPlusInstance:
         every non-empty owned store has an entry no later than its earliest set. Entries
         may be stale (too early); popping one only re-checks its store.
         """
-        self.groups = sorted(groups)
-        self._rho = [
-            (rho, g) for g in self.groups if (rho := self.state[g].earliest_l()) is not None
-        ]
+        self._rho = [(rho, g) for g in groups if (rho := self.state[g].earliest_l()) is not None]
         heapq.heapify(self._rho)
 
     def process(self, t: StreamTuple) -> None:
