@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from stretch.errors import InputError
 from stretch.output_log import OutputLog
+from stretch.schema import TS
 
 __all__ = ["ArrivalClock", "LatencyObserver"]
 
@@ -100,7 +101,7 @@ class LatencyObserver:
         while not self._stop.is_set():
             try:
                 rows, _ = self._log.read(offset, 1, self._poll_s)
-                if not rows:
+                if not rows.num_rows:
                     if self._log.finished and offset >= self._log.end_offset:
                         return
                     continue
@@ -110,8 +111,8 @@ class LatencyObserver:
                 offset = self._log.start_offset
                 continue
             now = time.time()
-            if last:
-                arrival = self._clock.newest_before(last[0].ts)
+            if last.num_rows:
+                arrival = self._clock.newest_before(last.column(TS)[0].as_py())
                 if arrival is not None:
                     self._observe(max(0.0, now - arrival))
             offset = end

@@ -54,6 +54,12 @@ class StringDictionary:
         strings = self._strings
         return [strings[c] for c in codes.tolist()]
 
+    def decode_arrow(self, codes: NDArray[np.int32]) -> pa.Array:
+        """The strings of ``codes`` as an Arrow array: one lookup per distinct code. O(n log n)."""
+        distinct, index = np.unique(codes, return_inverse=True)
+        strings = self._strings
+        return pa.array([strings[c] for c in distinct.tolist()], pa.string()).take(index)
+
 
 @dataclass
 class Batch:

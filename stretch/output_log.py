@@ -1,17 +1,21 @@
 """The output log: ESG_out's rows as an append-only sequence with offsets (DESIGN.md 9).
 
-Rows are appended in output order (``(ts, cause)``, the order of ``run_sn``); a reader
-polls by offset and commits the offset it has consumed; the log trims the prefix every
-registered reader committed. Offsets keep growing across trims.
+Rows are appended in output order (``(ts, cause)``, the order of ``run_sn``) as Arrow
+record batches; a reader polls by offset and gets the rows from there as one table, and
+commits the offset it has consumed; the log trims the prefix every registered reader
+committed (whole batches, and the part of the first one kept). Offsets keep growing
+across trims.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Iterable
 
+import pyarrow as pa
+
 from stretch.errors import InputError
-from stretch.instance import OutputRow
 
 __all__ = ["OutputLog"]
 
@@ -20,13 +24,17 @@ class OutputLog:
     """An append-only, thread-safe log of output rows with monotonically growing offsets.
 
     Args:
+        schema: The rows' Arrow schema (``ts`` first).
         readers: The reader names whose commits gate trimming (one default reader).
 
     """
 
-    def __init__(self, readers: Iterable[str] = ("default",)) -> None:
-        self._rows: list[OutputRow] = []
-        self._base = 0  # the offset of self._rows[0]
+    def __init__(self, schema: pa.Schema, readers: Iterable[str] = ("default",)) -> None:
+        self.schema = schema
+        self._batches: list[pa.RecordBatch] = []  # the rows held, oldest first
+        self._ends: list[int] = []  # the offset after each held batch
+        self._base = 0  # the offset of the first row held
+        self._end = 0  # the offset the next appended row gets
         self._commits = dict.fromkeys(readers, 0)
         self._finished = False
         self._changed = threading.Condition()
@@ -35,7 +43,7 @@ class OutputLog:
     def end_offset(self) -> int:
         """The offset the next appended row will get."""
         with self._changed:
-            return self._base + len(self._rows)
+            return self._end
 
     @property
     def start_offset(self) -> int:
@@ -49,10 +57,14 @@ class OutputLog:
         with self._changed:
             return self._finished
 
-    def append(self, rows: Iterable[OutputRow]) -> None:
-        """Append rows at the end. O(len(rows))."""
+    def append(self, rows: pa.RecordBatch) -> None:
+        """Append rows (in the log's schema) at the end. O(1)."""
+        if rows.num_rows == 0:
+            return
         with self._changed:
-            self._rows.extend(rows)
+            self._batches.append(rows)
+            self._end += rows.num_rows
+            self._ends.append(self._end)
             self._changed.notify_all()
 
     def finish(self) -> None:
@@ -63,8 +75,10 @@ class OutputLog:
 
     def read(
         self, offset: int = 0, max_rows: int | None = None, wait_s: float = 0.0
-    ) -> tuple[list[OutputRow], int]:
+    ) -> tuple[pa.Table, int]:
         """Rows from ``offset`` on, at most ``max_rows``, and the offset after them.
+
+        O(log B + batches returned) for B batches held; the rows are not copied.
 
         Args:
             offset: The first offset wanted.
@@ -76,17 +90,23 @@ class OutputLog:
 
         """
         with self._changed:
+            if wait_s > 0:
+                self._changed.wait_for(lambda: self._finished or self._end > offset, wait_s)
             if offset < self._base or offset < 0:
                 msg = f"output offset {offset} was trimmed; the log starts at {self._base}"
                 raise InputError(msg)
-            if wait_s > 0:
-                self._changed.wait_for(
-                    lambda: self._finished or self._base + len(self._rows) > offset, wait_s
-                )
-            start = offset - self._base
-            stop = len(self._rows) if max_rows is None else min(len(self._rows), start + max_rows)
-            rows = self._rows[start:stop] if start < stop else []
-            return rows, offset + len(rows)
+            stop = self._end if max_rows is None else min(self._end, offset + max_rows)
+            pieces = []
+            position = offset
+            index = bisect.bisect_right(self._ends, offset)
+            while position < stop:
+                batch, end = self._batches[index], self._ends[index]
+                begin = end - batch.num_rows
+                take = min(end, stop) - position
+                pieces.append(batch.slice(position - begin, take))
+                position += take
+                index += 1
+            return pa.Table.from_batches(pieces, schema=self.schema), position
 
     def wait_finished(self, timeout_s: float | None) -> bool:
         """Block until the log is finished; return whether it is."""
@@ -101,15 +121,22 @@ class OutputLog:
 
         """
         with self._changed:
-            end = self._base + len(self._rows)
             if reader not in self._commits:
                 msg = f"unknown output reader {reader!r}"
                 raise InputError(msg)
-            if not 0 <= offset <= end:
-                msg = f"commit offset {offset} is outside the log [0, {end}]"
+            if not 0 <= offset <= self._end:
+                msg = f"commit offset {offset} is outside the log [0, {self._end}]"
                 raise InputError(msg)
             self._commits[reader] = max(self._commits[reader], offset)
             trim_to = min(self._commits.values())
             if trim_to > self._base:
-                del self._rows[: trim_to - self._base]
-                self._base = trim_to
+                self._trim(trim_to)
+
+    def _trim(self, offset: int) -> None:
+        """Drop the rows before ``offset``: whole batches, then the head of the next."""
+        whole = bisect.bisect_right(self._ends, offset)
+        del self._batches[:whole], self._ends[:whole]
+        if self._batches:
+            first = self._batches[0]
+            self._batches[0] = first.slice(first.num_rows - (self._ends[0] - offset))
+        self._base = offset

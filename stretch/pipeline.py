@@ -3,8 +3,9 @@
 ``Pipeline`` is what ``stretch.setup(op, m, n)`` returns. Producers ``add`` batches per
 input source (``addSTRETCH``, Alg. 5: a source's pending control tuples go in first, at its
 last ts); ``reconfigure`` queues an epoch plan and puts its control tuple in every source;
-a drainer thread reads ESG_out and appends rows to the output log, sorting the rows of one
-``ts`` by their cause so that the log equals ``run_sn`` row for row.
+a drainer thread reads ESG_out and appends its rows, gathered from the instances' output
+blocks, to the output log, sorting the rows of one ``ts`` by their cause so that the log
+equals ``run_sn`` row for row.
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ from scalegate import DATA, ElasticScaleGate
 from stretch.batch import StringDictionary
 from stretch.errors import InputError, ReconfigurationError
 from stretch.ingest import SourceStore
-from stretch.instance import OutputRow
 from stretch.mapping import default_mapping
 from stretch.oplus import END_OF_INPUT, OPlus
+from stretch.output_block import OutputBlock
 from stretch.output_log import OutputLog
 from stretch.pool import CompiledOperator, InstancePool, OwnershipAudit
 from stretch.reconfiguration import EpochPlan, ReconfigurationRecord, plan
 from stretch.schema import conform
-from stretch.sn import output_table
 
 __all__ = ["Pipeline"]
 
@@ -113,7 +113,7 @@ class Pipeline:
             self.audit,
             self._on_switch,
         )
-        self.log = OutputLog()
+        self.log = OutputLog(self.pool.output_schema)
         self._latest = first
         self._reconfigure_lock = threading.Lock()
         self._drained_ts = -END_OF_INPUT
@@ -250,8 +250,7 @@ class Pipeline:
     ) -> tuple[pa.Table, int]:
         """Output rows from ``offset`` as a table (``ts`` first) and the next offset."""
         self.pool.raise_failure()
-        rows, next_offset = self.log.read(offset, max_rows, wait_s)
-        return output_table(self.op, rows), next_offset
+        return self.log.read(offset, max_rows, wait_s)
 
     def commit(self, offset: int) -> None:
         """Everything before ``offset`` was consumed; the log may trim it."""
@@ -264,7 +263,7 @@ class Pipeline:
         batch's last ts is complete; rows at the last ts wait for a later node.
         """
         pool = self.pool
-        pending: list[OutputRow] = []
+        pending = OutputBlock.empty(pool.output_schema)
         backoff = pool.min_backoff_s
         try:
             while not pool.stopping:
@@ -276,18 +275,15 @@ class Pipeline:
                     continue
                 backoff = pool.min_backoff_s
                 last = int(batch.ts[-1])
-                data = batch.kind == DATA
-                rows = pool.take_rows(batch.payload[data].tolist())
+                rows = pool.take_rows(batch.payload[batch.kind == DATA])
                 if last > self._drained_ts:
-                    open_from = int(np.searchsorted(batch.ts[data], last))
-                    complete = pending + rows[:open_from]
-                    complete.sort(key=lambda r: (r.ts, r.cause))
-                    if complete:
-                        self.log.append(complete)
-                    pending = rows[open_from:]
+                    open_from = int(np.searchsorted(rows.ts, last))
+                    complete = OutputBlock.concat([pending, rows.slice(0, open_from)])
+                    self.log.append(complete.sorted().rows)
+                    pending = rows.slice(open_from, len(rows))
                     self._drained_ts = last
                 else:
-                    pending.extend(rows)
+                    pending = OutputBlock.concat([pending, rows])
                 if last == END_OF_INPUT and batch.kind[-1] != DATA:
                     self.log.finish()
                     return

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
+import numpy as np
+from numpy.typing import NDArray
+
 from stretch.errors import ReconfigurationError, StretchError
-from stretch.instance import OutputRow
 from stretch.oplus import OPlus
+from stretch.output_block import OutputBlock
 from stretch.reconfiguration import EpochBarrier, EpochPlan, ReconfigurationRecord
 from stretch.vsn_instance import ReadyNodes, StartPackage, VSNInstance
 from stretch.windows import WindowStore
@@ -116,7 +119,9 @@ class InstancePool:
         self.drainer_wake = threading.Event()
         self.current = first_plan
         self._on_switch = on_switch
-        self._rows: dict[int, OutputRow] = {}
+        self.output_schema = op.output.arrow()
+        self._blocks: dict[int, OutputBlock] = {}  # by their first row id, increasing
+        self._untaken: dict[int, int] = {}  # rows of each block the drainer has not taken
         self._row_lock = threading.Lock()
         self._next_row = 0
         self.instances = [VSNInstance(j, self) for j in range(max_parallelism)]
@@ -170,21 +175,44 @@ class InstancePool:
         for j in range(self.current.parallelism):
             self.instances[j].wake.set()
 
-    def store_rows(self, rows: Sequence[OutputRow]) -> int:
-        """Keep output rows until the drainer takes them; return the first one's payload.
+    def store_block(self, block: OutputBlock) -> int:
+        """Keep a block until the drainer takes its rows; return its first row's id.
 
-        The rows get the consecutive ESG_out payloads ``first .. first + len(rows) - 1``.
+        The rows get the consecutive ids (ESG_out payloads) ``first .. first + n - 1``.
         """
         with self._row_lock:
             first = self._next_row
-            self._next_row += len(rows)
-        self._rows.update(zip(range(first, first + len(rows)), rows, strict=True))
+            self._next_row += len(block)
+            self._blocks[first] = block
+            self._untaken[first] = len(block)
         return first
 
-    def take_rows(self, row_ids: Iterable[int]) -> list[OutputRow]:
-        """The output rows of ESG_out payloads (each once)."""
-        pop = self._rows.pop
-        return [pop(row_id) for row_id in row_ids]
+    def take_rows(self, row_ids: NDArray[np.int64]) -> OutputBlock:
+        """The rows of ESG_out payloads ``row_ids``, in that order (each is taken once).
+
+        The blocks holding them are joined and the rows gathered, by one slice when the
+        ids are consecutive (one instance's rows); a block is dropped once every row of
+        it was taken. O(len(row_ids) + rows of the blocks touched).
+        """
+        if len(row_ids) == 0:
+            return OutputBlock.empty(self.output_schema)
+        with self._row_lock:
+            firsts = np.fromiter(self._blocks, dtype=np.int64, count=len(self._blocks))
+            which = np.searchsorted(firsts, row_ids, side="right") - 1
+            used, counts = np.unique(which, return_counts=True)
+            blocks = [self._blocks[first] for first in firsts[used].tolist()]
+            for first, count in zip(firsts[used].tolist(), counts.tolist(), strict=True):
+                self._untaken[first] -= count
+                if self._untaken[first] == 0:
+                    del self._blocks[first], self._untaken[first]
+        starts = np.zeros(len(firsts), dtype=np.int64)
+        starts[used] = np.cumsum([0] + [len(b) for b in blocks[:-1]]) - firsts[used]
+        local = row_ids + starts[which]
+        joined = OutputBlock.concat(blocks)
+        begin, n = int(local[0]), len(local)
+        if int(local[-1]) - begin == n - 1 and bool(np.all(np.diff(local) == 1)):
+            return joined.slice(begin, begin + n)
+        return joined.take(local)
 
     def switch(
         self, leader: VSNInstance, left: EpochPlan, target: EpochPlan, backlog: ReadyNodes

@@ -76,10 +76,14 @@ class Schema:
 
     def table(self, ts: Sequence[int], rows: Sequence[Sequence[Any]]) -> pa.Table:
         """Build a table from event times and payload rows (in schema order)."""
+        return pa.Table.from_batches([self.record_batch(ts, rows)])
+
+    def record_batch(self, ts: Sequence[int], rows: Sequence[Sequence[Any]]) -> pa.RecordBatch:
+        """Build a record batch from event times and payload rows (in schema order)."""
         arrays = [pa.array(list(ts), pa.int64())]
         for i, (_, kind) in enumerate(self.columns):
             arrays.append(pa.array([row[i] for row in rows], kind.arrow))
-        return pa.Table.from_arrays(arrays, schema=self.arrow())
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow())
 
 
 def conform(table: pa.Table, schema: Schema, where: str) -> pa.Table:

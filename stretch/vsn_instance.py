@@ -12,15 +12,14 @@ readers) and, per tuple (Alg. 4):
 * then windows that expired at W and belong to the thread's key groups are output and
   shifted (L15-17), and the tuple updates the windows of the keys the thread owns (L18).
 
-Output rows are buffered per thread and released to ESG_out (the thread is one of its
-sources) in ``(ts, cause)`` order up to W, followed by the watermark W (Lemma 2).
+Output rows are buffered per thread (a kernel's as ``OutputBlock``s, the generic path's as
+``OutputRow``s) and released to ESG_out (the thread is one of its sources) as one sorted
+block: its rows up to W in ``(ts, cause)`` order, followed by the watermark W (Lemma 2).
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
-import operator
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -33,15 +32,13 @@ from scalegate import CONTROL, DATA
 from stretch.instance import OPlusInstance, OutputRow
 from stretch.mapping import groups_of
 from stretch.oplus import END_OF_INPUT
+from stretch.output_block import OutputBlock
 from stretch.reconfiguration import EpochPlan, PreparedPlan
 
 if TYPE_CHECKING:
     from stretch.pool import InstancePool
 
 __all__ = ["ReadyNodes", "StartPackage", "VSNInstance"]
-
-_ORDER = operator.itemgetter(0, 1)  # (ts, cause) of a buffered row
-_TS = operator.itemgetter(0)
 
 logger = logging.getLogger(__name__)
 
@@ -126,10 +123,11 @@ class VSNInstance:
         self.tuples_out = 0
         self.wake = threading.Event()
         self._start: StartPackage | None = None
-        self._out: list[tuple[int, tuple[int, ...], OutputRow]] = []
+        self._rows: list[OutputRow] = []
+        self._blocks: list[OutputBlock] = []
         self._released = -END_OF_INPUT
         self.oplus = OPlusInstance(
-            shared.op, shared.state_for(self), owns=self._owns, emit=self._emit
+            shared.op, shared.state_for(self), owns=self._owns, emit=self.emit_row
         )
         self.thread = threading.Thread(
             target=self._run, name=f"vsn-{shared.op.name}-{j}", daemon=True
@@ -140,24 +138,33 @@ class VSNInstance:
         self._start = package
         self.wake.set()
 
-    def take_output(self) -> list[tuple[int, tuple[int, ...], OutputRow]]:
+    def take_output(self) -> list[OutputBlock]:
         """Remove and return the rows not yet released (a decommissioned instance's)."""
-        rows, self._out = self._out, []
-        return rows
+        self._seal_rows()
+        blocks, self._blocks = self._blocks, []
+        return blocks
 
-    def adopt_output(self, rows: list[tuple[int, tuple[int, ...], OutputRow]]) -> None:
+    def adopt_output(self, blocks: list[OutputBlock]) -> None:
         """Take over unreleased rows of a decommissioned instance."""
-        self._out.extend(rows)
+        self._blocks.extend(blocks)
 
     def emit_row(self, row: OutputRow) -> None:
         """Buffer an output row until the watermark passes its ts (a kernel's output)."""
-        self._emit(row)
+        self._rows.append(row)
+
+    def emit_block(self, block: OutputBlock) -> None:
+        """Buffer a block of output rows (any order) until the watermark passes them."""
+        if len(block):
+            self._blocks.append(block)
 
     def _owns(self, group: int) -> bool:
         return self.plan.mapping[group] == self.j
 
-    def _emit(self, row: OutputRow) -> None:
-        self._out.append((row.ts, row.cause, row))
+    def _seal_rows(self) -> None:
+        """Turn the buffered ``OutputRow``s into a block."""
+        if self._rows:
+            self._blocks.append(OutputBlock.of_rows(self.shared.op.output, self._rows))
+            self._rows = []
 
     def _run(self) -> None:
         """The pool thread's loop: exponential backoff while idle or nothing is ready."""
@@ -301,24 +308,23 @@ class VSNInstance:
     def _release(self) -> None:
         """Move buffered rows with ``ts <= W`` to ESG_out, then the watermark W (Lemma 2).
 
-        The buffer is sorted here, once per run of nodes, rather than kept as a heap:
-        rows mostly arrive in order and Timsort merges the sorted runs in linear time.
+        The buffer is merged and sorted here, once per run of nodes; the rows released
+        get consecutive ESG_out payloads (the pool's row ids), the rest stay buffered.
         """
         shared = self.shared
         watermark = self.oplus.watermark
-        out = self._out
-        out.sort(key=_ORDER)
-        cut = bisect.bisect_right(out, watermark, key=_TS)
-        ready = [entry[2] for entry in out[:cut]]
-        del out[:cut]
-        if ready:
-            first = shared.store_rows(ready)
-            shared.esg_out.add_batch(
-                self.j,
-                np.fromiter((row.ts for row in ready), dtype=np.int64, count=len(ready)),
-                np.arange(first, first + len(ready), dtype=np.int64),
-            )
-            self.tuples_out += len(ready)
+        self._seal_rows()
+        if self._blocks:
+            buffered = OutputBlock.concat(self._blocks).sorted()
+            cut = int(np.searchsorted(buffered.ts, watermark, side="right"))
+            self._blocks = [buffered.slice(cut, len(buffered))] if cut < len(buffered) else []
+            if cut:
+                ready = buffered.slice(0, cut)
+                first = shared.store_block(ready)
+                shared.esg_out.add_batch(
+                    self.j, ready.ts, np.arange(first, first + cut, dtype=np.int64)
+                )
+                self.tuples_out += cut
         if watermark > self._released:
             shared.esg_out.add_watermark(self.j, watermark)
             self._released = watermark

@@ -8,15 +8,13 @@ still equals ``run_sn``'s.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from numpy.typing import NDArray
 
 from scalegate import DATA
-from stretch.instance import OutputRow
 from stretch.kernels._band_join import COUNT, LAST, NEVER, band_join_run
 from stretch.oplus import OPlus
+from stretch.output_block import OutputBlock
 from stretch.reconfiguration import EpochPlan
 from stretch.schema import ColumnType
 from stretch.vsn_instance import ReadyNodes, VSNInstance
@@ -54,31 +52,32 @@ class ForwardKernel:
     def __init__(self, op: OPlus, keys: int) -> None:
         self.op = op
         self.keys = keys
+        self.schema = op.output.arrow()
         self.comparisons: dict[int, int] = {}
 
     def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
         """Emit the rows of the owned tuples of the run; return the data tuples seen."""
         ts, source, seq = _data(nodes, start, stop)
-        if ts.shape[0] == 0:
+        seen = int(ts.shape[0])
+        if seen == 0:
             return 0
         groups = (seq % self.keys) % self.op.key_groups
         mine = _owned_groups(instance)[groups]
-        _audit(instance, sorted(set(groups[mine].tolist())))
+        _audit(instance, np.unique(groups[mine]).tolist())
+        ts, source, seq = ts[mine], source[mine], seq[mine]
         sources = instance.shared.sources
-        for s in np.unique(source[mine]).tolist():
-            pick = mine & (source == s)
-            store = sources[s]
-            columns = []
-            for name, kind in store.schema:
-                values = store.column(name)[seq[pick]]
-                columns.append(
-                    store.dictionary.decode(values) if kind is ColumnType.STR else values.tolist()
-                )
-            for t, q, payload in zip(
-                ts[pick].tolist(), seq[pick].tolist(), zip(*columns, strict=True), strict=True
-            ):
-                instance.emit_row(OutputRow(t, payload, (UPDATED, t, s, q, 0, 0, 0)))
-        return int(ts.shape[0])
+        picks = [(sources[s], source == s) for s in np.unique(source).tolist()]
+        payload = []
+        for name, kind in self.op.output:
+            values = np.empty(len(seq), dtype=sources[0].column(name).dtype)
+            for store, pick in picks:
+                values[pick] = store.column(name)[seq[pick]]
+            payload.append(
+                sources[0].dictionary.decode_arrow(values) if kind is ColumnType.STR else values
+            )
+        cause = (UPDATED, ts, source, seq, 0, 0, 0)
+        instance.emit_block(OutputBlock.of_columns(self.schema, ts, cause, payload))
+        return seen
 
     def switch(self, plan: EpochPlan) -> None:
         """Nothing to move: forward keeps no state."""
@@ -141,6 +140,7 @@ class ScaleJoinKernel:
         self.op = op
         self.keys = keys
         self.groups = np.array([op.group_of(k) for k in range(keys)], dtype=np.int64)
+        self.schema = op.output.arrow()
         self.slabs: dict[int, _Slab] = {}
         self.comparisons: dict[int, int] = {}
 
@@ -224,15 +224,10 @@ class ScaleJoinKernel:
     ) -> None:
         """Rows of the matches, given in the reference's order: by tuple, key, then j."""
         left, right = instance.shared.sources
-        for i, k, other, j in zip(*(row.tolist() for row in matches), strict=True):
-            t, s, q = int(ts[i]), int(source[i]), int(seq[i])
-            lq, rq = (q, other) if s == 0 else (other, q)
-            payload: tuple[Any, ...] = (
-                int(left.column("x")[lq]),
-                float(left.column("y")[lq]),
-                int(right.column("a")[rq]),
-                float(right.column("b")[rq]),
-                float(right.column("c")[rq]),
-                bool(right.column("d")[rq]),
-            )
-            instance.emit_row(OutputRow(t, payload, (UPDATED, t, s, q, k, 0, j)))
+        i, k, other, j = matches
+        t, s, q = ts[i], source[i], seq[i]
+        lq, rq = np.where(s == 0, q, other), np.where(s == 0, other, q)
+        payload = [left.column("x")[lq], left.column("y")[lq]]
+        payload += [right.column(name)[rq] for name in ("a", "b", "c", "d")]
+        cause = (UPDATED, t, s, q, k, 0, j)
+        instance.emit_block(OutputBlock.of_columns(self.schema, t, cause, payload))

@@ -69,3 +69,25 @@ def forward_streams(draw: st.DrawFn) -> list[pa.Table]:
         ts = draw(sorted_ts(12))
         tables.append(schema.table(ts, [(draw(st.integers(0, 9)),) for _ in ts]))
     return tables
+
+
+TYPED = Schema.of(i="int", f="float", b="bool", s="str")
+
+
+@st.composite
+def typed_streams(draw: st.DrawFn) -> list[pa.Table]:
+    """Two forward inputs with a column of every type."""
+    tables = []
+    for _ in range(2):
+        ts = draw(sorted_ts(12))
+        rows = [
+            (
+                draw(st.integers(-5, 5)),
+                draw(st.floats(-1e3, 1e3, allow_nan=False)),
+                draw(st.booleans()),
+                draw(st.sampled_from(WORDS)),
+            )
+            for _ in ts
+        ]
+        tables.append(TYPED.table(ts, rows))
+    return tables

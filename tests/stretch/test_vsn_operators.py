@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from stretch.catalog import build
 from stretch.oplus import OPlus
 from stretch.sn import run_sn
-from tests.stretch.streams import forward_streams, scalejoin_streams, trades, tweets
+from tests.stretch.streams import forward_streams, scalejoin_streams, trades, tweets, typed_streams
 from tests.stretch.vsn_support import Step, no_thread_leak, run_schedule
 
 __all__ = ["no_thread_leak"]
@@ -85,6 +85,15 @@ def test_vsn_equals_sn_with_reconfigurations(name: str, data: st.DataObject) -> 
 @given(tables=forward_streams(), data=st.data())
 def test_forward_equals_sn(tables: list[pa.Table], data: st.DataObject) -> None:
     op = build("forward", {"columns": "v:int", "inputs": str(len(tables)), "keys": 8})
+    schedule = data.draw(schedules(op, tables))
+    out, _ = run_schedule(op, tables, data.draw(st.integers(1, 4)), 4, schedule)
+    assert out.equals(run_sn(op, tables))
+
+
+@settings(max_examples=6, deadline=None)
+@given(tables=typed_streams(), data=st.data())
+def test_forward_copies_every_column_type(tables: list[pa.Table], data: st.DataObject) -> None:
+    op = build("forward", {"columns": "i:int,f:float,b:bool,s:str", "inputs": "2", "keys": 8})
     schedule = data.draw(schedules(op, tables))
     out, _ = run_schedule(op, tables, data.draw(st.integers(1, 4)), 4, schedule)
     assert out.equals(run_sn(op, tables))
