@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -107,6 +108,19 @@ class OutputBlock:
             np.concatenate([block.key for block in full], axis=1),
             pa.concat_batches([block.rows for block in full]),
         )
+
+    @classmethod
+    def merge(cls, blocks: Sequence[OutputBlock]) -> OutputBlock:
+        """The rows of ``blocks`` (at least one, each sorted) in ``(ts, cause)`` order.
+
+        Joined as they are when each block starts at or after the end of the one before
+        (O(n)), else sorted (O(n log n)).
+        """
+        full = [block for block in blocks if len(block)]
+        joined = cls.concat(blocks)
+        if all(a.key[:, -1].tolist() <= b.key[:, 0].tolist() for a, b in pairwise(full)):
+            return joined
+        return joined.take(np.lexsort(joined.key[::-1]))
 
     def take(self, indices: NDArray[np.int64]) -> OutputBlock:
         """The rows at ``indices``, in that order. O(len(indices))."""

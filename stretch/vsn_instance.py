@@ -153,7 +153,12 @@ class VSNInstance:
         self._rows.append(row)
 
     def emit_block(self, block: OutputBlock) -> None:
-        """Buffer a block of output rows (any order) until the watermark passes them."""
+        """Buffer a block of output rows until the watermark passes them (a kernel's output).
+
+        Its rows must be in ``(ts, cause)`` order. Blocks are merged at release: joined
+        when each starts after the end of the one before (a kernel's blocks of successive
+        runs do), else sorted together.
+        """
         if len(block):
             self._blocks.append(block)
 
@@ -161,9 +166,9 @@ class VSNInstance:
         return self.plan.mapping[group] == self.j
 
     def _seal_rows(self) -> None:
-        """Turn the buffered ``OutputRow``s into a block."""
+        """Turn the buffered ``OutputRow``s into a sorted block."""
         if self._rows:
-            self._blocks.append(OutputBlock.of_rows(self.shared.op.output, self._rows))
+            self._blocks.append(OutputBlock.of_rows(self.shared.op.output, self._rows).sorted())
             self._rows = []
 
     def _run(self) -> None:
@@ -308,14 +313,14 @@ class VSNInstance:
     def _release(self) -> None:
         """Move buffered rows with ``ts <= W`` to ESG_out, then the watermark W (Lemma 2).
 
-        The buffer is merged and sorted here, once per run of nodes; the rows released
-        get consecutive ESG_out payloads (the pool's row ids), the rest stay buffered.
+        The buffered blocks are merged here, once per run of nodes; the rows released get
+        consecutive ESG_out payloads (the pool's row ids), the rest stay buffered.
         """
         shared = self.shared
         watermark = self.oplus.watermark
         self._seal_rows()
         if self._blocks:
-            buffered = OutputBlock.concat(self._blocks).sorted()
+            buffered = OutputBlock.merge(self._blocks)
             cut = int(np.searchsorted(buffered.ts, watermark, side="right"))
             self._blocks = [buffered.slice(cut, len(buffered))] if cut < len(buffered) else []
             if cut:

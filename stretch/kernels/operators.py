@@ -8,10 +8,13 @@ still equals ``run_sn``'s.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import NDArray
 
 from scalegate import DATA
+from stretch.ingest import SourceStore
 from stretch.kernels._band_join import COUNT, LAST, NEVER, band_join_run
 from stretch.oplus import OPlus
 from stretch.output_block import OutputBlock
@@ -54,6 +57,7 @@ class ForwardKernel:
         self.keys = keys
         self.schema = op.output.arrow()
         self.comparisons: dict[int, int] = {}
+        self._owner = (-1, np.empty(0, dtype=np.int64))  # (epoch, f_mu as an array)
 
     def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
         """Emit the rows of the owned tuples of the run; return the data tuples seen."""
@@ -62,25 +66,52 @@ class ForwardKernel:
         if seen == 0:
             return 0
         groups = (seq % self.keys) % self.op.key_groups
-        mine = _owned_groups(instance)[groups]
-        _audit(instance, np.unique(groups[mine]).tolist())
-        ts, source, seq = ts[mine], source[mine], seq[mine]
-        sources = instance.shared.sources
-        picks = [(sources[s], source == s) for s in np.unique(source).tolist()]
-        payload = []
-        for name, kind in self.op.output:
-            values = np.empty(len(seq), dtype=sources[0].column(name).dtype)
-            for store, pick in picks:
-                values[pick] = store.column(name)[seq[pick]]
-            payload.append(
-                sources[0].dictionary.decode_arrow(values) if kind is ColumnType.STR else values
-            )
-        cause = (UPDATED, ts, source, seq, 0, 0, 0)
-        instance.emit_block(OutputBlock.of_columns(self.schema, ts, cause, payload))
+        mine = self._mapping(instance.plan)[groups] == instance.j
+        if instance.shared.audit is not None:
+            _audit(instance, np.unique(groups[mine]).tolist())
+        if not mine.all():
+            ts, source, seq = ts[mine], source[mine], seq[mine]
+        instance.emit_block(self._rows(instance.shared.sources, ts, source, seq))
         return seen
 
     def switch(self, plan: EpochPlan) -> None:
         """Nothing to move: forward keeps no state."""
+
+    def _mapping(self, plan: EpochPlan) -> NDArray[np.int64]:
+        """f_mu of ``plan`` as an array, kept for the epoch last asked for."""
+        epoch, mapping = self._owner
+        if epoch != plan.epoch:
+            mapping = np.asarray(plan.mapping, dtype=np.int64)
+            self._owner = (plan.epoch, mapping)
+        return mapping
+
+    def _rows(
+        self,
+        sources: Sequence[SourceStore],
+        ts: NDArray[np.int64],
+        source: NDArray[np.int64],
+        seq: NDArray[np.int64],
+    ) -> OutputBlock:
+        """The tuples' rows, in their (ESG_in) order: payload gathered from each source."""
+        picks = [
+            (store, pick, seq[pick])
+            for s, store in enumerate(sources)
+            if (pick := np.flatnonzero(source == s)).size
+        ]
+        payload = []
+        for name, kind in self.op.output:
+            if len(picks) == 1:
+                store, _, rows = picks[0]
+                values = store.column(name)[rows]
+            else:
+                values = np.empty(len(seq), dtype=sources[0].column(name).dtype)
+                for store, pick, rows in picks:
+                    values[pick] = store.column(name)[rows]
+            payload.append(
+                sources[0].dictionary.decode_arrow(values) if kind is ColumnType.STR else values
+            )
+        cause = (UPDATED, ts, source, seq, 0, 0, 0)
+        return OutputBlock.of_columns(self.schema, ts, cause, payload)
 
 
 class _Slab:

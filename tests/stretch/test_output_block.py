@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+from random import Random
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -43,3 +46,16 @@ def test_concat_take_and_slice_keep_rows_and_keys_together(
         r.payload[0] for r in sorted(rows, key=lambda r: r.ts)[:stop]
     ]
     assert picked.rows.column("ts").to_pylist() == picked.ts.tolist()
+
+
+@given(output_rows(), st.lists(st.integers(0, 30), max_size=4), st.randoms())
+def test_merge_sorts_runs_in_any_order(rows: list[OutputRow], cuts: list[int], rnd: Random) -> None:
+    ordered = OutputBlock.of_rows(SCHEMA, rows).sorted()
+    bounds = [0, *sorted(min(c, len(rows)) for c in cuts), len(rows)]
+    runs = [ordered.slice(a, b) for a, b in pairwise(bounds)]
+    in_place = OutputBlock.merge(runs)
+    assert in_place.rows.equals(ordered.rows)
+    rnd.shuffle(runs)
+    shuffled = OutputBlock.merge(runs)
+    assert shuffled.ts.tolist() == ordered.ts.tolist()
+    assert (shuffled.key == ordered.key).all()
