@@ -57,14 +57,14 @@ class OutputLog:
         with self._changed:
             return self._finished
 
-    def append(self, rows: pa.RecordBatch) -> None:
-        """Append rows (in the log's schema) at the end. O(1)."""
-        if rows.num_rows == 0:
-            return
+    def append(self, batches: Iterable[pa.RecordBatch]) -> None:
+        """Append rows (record batches in the log's schema) at the end. O(len(batches))."""
         with self._changed:
-            self._batches.append(rows)
-            self._end += rows.num_rows
-            self._ends.append(self._end)
+            for batch in batches:
+                if batch.num_rows:
+                    self._batches.append(batch)
+                    self._end += batch.num_rows
+                    self._ends.append(self._end)
             self._changed.notify_all()
 
     def finish(self) -> None:

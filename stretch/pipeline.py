@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import NDArray
 
 from scalegate import DATA, ElasticScaleGate
 from stretch.batch import StringDictionary
@@ -263,7 +264,8 @@ class Pipeline:
         batch's last ts is complete; rows at the last ts wait for a later node.
         """
         pool = self.pool
-        pending = OutputBlock.empty(pool.output_schema)
+        pending: list[OutputBlock] = []
+        pending_sources: list[NDArray[np.int64]] = []
         backoff = pool.min_backoff_s
         try:
             while not pool.stopping:
@@ -275,15 +277,21 @@ class Pipeline:
                     continue
                 backoff = pool.min_backoff_s
                 last = int(batch.ts[-1])
-                rows = pool.take_rows(batch.payload[batch.kind == DATA])
+                data = batch.kind == DATA
+                rows, sources = pool.take_rows(batch.payload[data]), batch.source[data]
                 if last > self._drained_ts:
                     open_from = int(np.searchsorted(rows.ts, last))
-                    complete = OutputBlock.concat([pending, rows.slice(0, open_from)])
-                    self.log.append(complete.sorted().rows)
-                    pending = rows.slice(open_from, len(rows))
+                    pending.append(rows.slice(0, open_from))
+                    pending_sources.append(sources[:open_from])
+                    self._append_complete(pending, np.concatenate(pending_sources))
+                    pending, pending_sources = (
+                        [rows.slice(open_from, len(rows))],
+                        [sources[open_from:]],
+                    )
                     self._drained_ts = last
                 else:
-                    pending = OutputBlock.concat([pending, rows])
+                    pending.append(rows)
+                    pending_sources.append(sources)
                 if last == END_OF_INPUT and batch.kind[-1] != DATA:
                     self.log.finish()
                     return
@@ -292,6 +300,19 @@ class Pipeline:
             pool.fail(exc)
         if pool.error is not None:  # wake join(), which raises the failure
             self.log.finish()
+
+    def _append_complete(self, blocks: list[OutputBlock], sources: NDArray[np.int64]) -> None:
+        """Append complete rows, in ESG_out order from the ESG_out ``sources``, sorted.
+
+        The rows of one source (instance) already are in ``(ts, cause)`` order: each
+        release is sorted, and a row released later has a later ts or, at an equal ts
+        (the watermark of the release before), comes from a later input tuple (Lemma 2).
+        Rows of several instances are sorted here.
+        """
+        if sources.size and bool(np.any(sources != sources[0])):
+            self.log.append([OutputBlock.concat(blocks).sorted().rows])
+        else:
+            self.log.append(block.rows for block in blocks)
 
     # -- lifecycle and instrumentation -----------------------------------------------------
 

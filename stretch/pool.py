@@ -190,29 +190,36 @@ class InstancePool:
     def take_rows(self, row_ids: NDArray[np.int64]) -> OutputBlock:
         """The rows of ESG_out payloads ``row_ids``, in that order (each is taken once).
 
-        The blocks holding them are joined and the rows gathered, by one slice when the
-        ids are consecutive (one instance's rows); a block is dropped once every row of
-        it was taken. O(len(row_ids) + rows of the blocks touched).
+        Consecutive ids (one instance's rows) are slices of the blocks holding them;
+        otherwise those blocks are joined and the rows gathered. A block is dropped once
+        every row of it was taken. O(len(row_ids) + blocks held), plus the rows of the
+        blocks touched when gathering.
         """
-        if len(row_ids) == 0:
+        n = len(row_ids)
+        if n == 0:
             return OutputBlock.empty(self.output_schema)
         with self._row_lock:
             firsts = np.fromiter(self._blocks, dtype=np.int64, count=len(self._blocks))
             which = np.searchsorted(firsts, row_ids, side="right") - 1
-            used, counts = np.unique(which, return_counts=True)
-            blocks = [self._blocks[first] for first in firsts[used].tolist()]
-            for first, count in zip(firsts[used].tolist(), counts.tolist(), strict=True):
+            counts = np.bincount(which, minlength=len(firsts))
+            used = np.flatnonzero(counts)
+            blocks = [(first, self._blocks[first]) for first in firsts[used].tolist()]
+            for first, count in zip(firsts[used].tolist(), counts[used].tolist(), strict=True):
                 self._untaken[first] -= count
                 if self._untaken[first] == 0:
                     del self._blocks[first], self._untaken[first]
+        low, high = int(row_ids[0]), int(row_ids[-1]) + 1
+        if high - low == n and bool(np.all(np.diff(row_ids) == 1)):
+            return OutputBlock.concat(
+                [
+                    block.slice(max(low - first, 0), min(high - first, len(block)))
+                    for first, block in blocks
+                ]
+            )
         starts = np.zeros(len(firsts), dtype=np.int64)
-        starts[used] = np.cumsum([0] + [len(b) for b in blocks[:-1]]) - firsts[used]
-        local = row_ids + starts[which]
-        joined = OutputBlock.concat(blocks)
-        begin, n = int(local[0]), len(local)
-        if int(local[-1]) - begin == n - 1 and bool(np.all(np.diff(local) == 1)):
-            return joined.slice(begin, begin + n)
-        return joined.take(local)
+        sizes = [len(block) for _, block in blocks]
+        starts[used] = np.cumsum([0, *sizes[:-1]]) - firsts[used]
+        return OutputBlock.concat([block for _, block in blocks]).take(row_ids + starts[which])
 
     def switch(
         self, leader: VSNInstance, left: EpochPlan, target: EpochPlan, backlog: ReadyNodes

@@ -78,13 +78,15 @@ class ReorderBuffer:
             return None
         self.released = watermark
         held = pa.concat_tables(self._pending)
-        order = np.argsort(held.column(TS).to_numpy(), kind="stable")
-        ordered = held.take(pa.array(order))
-        cut = int(np.searchsorted(ordered.column(TS).to_numpy(), watermark, "left"))
-        rest = ordered.slice(cut)
+        ts = held.column(TS).to_numpy()
+        if bool(np.any(ts[1:] < ts[:-1])):  # rows arrived out of order
+            order = np.argsort(ts, kind="stable")
+            held, ts = held.take(pa.array(order)), ts[order]
+        cut = int(np.searchsorted(ts, watermark, "left"))
+        rest = held.slice(cut)
         self._pending = [rest] if rest.num_rows else []
         self._pending_rows = rest.num_rows
-        return ordered.slice(0, cut) if cut else None
+        return held.slice(0, cut) if cut else None
 
     def flush(self) -> pa.Table | None:
         """End of input: every row held, in order."""

@@ -18,8 +18,8 @@ def batch(start: int, stop: int) -> pa.RecordBatch:
 
 def filled() -> OutputLog:
     log = OutputLog(SCHEMA.arrow(), readers=["a", "b"])
-    for start, stop in [(0, 3), (3, 4), (4, 4), (4, 9)]:
-        log.append(batch(start, stop))
+    log.append([batch(0, 3), batch(3, 4)])
+    log.append(batch(start, stop) for start, stop in [(4, 4), (4, 9)])
     return log
 
 
@@ -49,7 +49,7 @@ def test_commit_trims_what_every_reader_consumed() -> None:
     log.commit(9, "b")
     assert (log.start_offset, log.end_offset) == (9, 9)
     assert log.read(9)[0].num_rows == 0
-    log.append(batch(9, 11))
+    log.append([batch(9, 11)])
     assert log.read(9)[0].column("ts").to_pylist() == [9, 10]
 
 
