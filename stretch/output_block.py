@@ -124,7 +124,7 @@ class OutputBlock:
 
     def take(self, indices: NDArray[np.int64]) -> OutputBlock:
         """The rows at ``indices``, in that order. O(len(indices))."""
-        return OutputBlock(self.key[:, indices], self.rows.take(indices))
+        return OutputBlock(np.take(self.key, indices, axis=1), self.rows.take(indices))
 
     def slice(self, start: int, stop: int) -> OutputBlock:
         """Rows ``start..stop-1`` (no copy)."""

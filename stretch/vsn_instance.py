@@ -42,7 +42,7 @@ __all__ = ["ReadyNodes", "StartPackage", "VSNInstance"]
 
 logger = logging.getLogger(__name__)
 
-MAX_BATCH = 4096
+MAX_BATCH = 16384
 """The most ready tuples taken from ESG_in at once."""
 
 
