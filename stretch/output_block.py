@@ -120,7 +120,7 @@ class OutputBlock:
         joined = cls.concat(blocks)
         if all(a.key[:, -1].tolist() <= b.key[:, 0].tolist() for a, b in pairwise(full)):
             return joined
-        return joined.take(np.lexsort(joined.key[::-1]))
+        return joined.sorted()
 
     def take(self, indices: NDArray[np.int64]) -> OutputBlock:
         """The rows at ``indices``, in that order. O(len(indices))."""
@@ -131,27 +131,5 @@ class OutputBlock:
         return OutputBlock(self.key[:, start:stop], self.rows.slice(start, stop - start))
 
     def sorted(self) -> OutputBlock:
-        """The rows in ``(ts, cause)`` order: itself if they are, else a sorted copy.
-
-        O(n) to check, O(n log n) to sort (NumPy's stable sorts merge sorted runs fast).
-        """
-        if _in_order(self.key):
-            return self
+        """The rows in ``(ts, cause)`` order (stable). O(n log n)."""
         return self.take(np.lexsort(self.key[::-1]))
-
-
-def _in_order(key: NDArray[np.int64]) -> bool:
-    """Whether the columns of ``key`` are in lexicographic order (row 0 first).
-
-    Row by row, every adjacent pair still tied on the rows above must not decrease; it
-    stops as soon as no pair is tied.
-    """
-    tied = np.ones(max(key.shape[1] - 1, 0), dtype=np.bool_)
-    for row in key:
-        before, after = row[:-1], row[1:]
-        if not np.all(before[tied] <= after[tied]):
-            return False
-        tied &= before == after
-        if not tied.any():
-            return True
-    return True
