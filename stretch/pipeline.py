@@ -4,8 +4,8 @@
 input source (``addSTRETCH``, Alg. 5: a source's pending control tuples go in first, at its
 last ts); ``reconfigure`` queues an epoch plan and puts its control tuple in every source;
 a drainer thread reads ESG_out and appends its rows, gathered from the instances' output
-blocks, to the output log, sorting the rows of one ``ts`` by their cause so that the log
-equals ``run_sn`` row for row.
+blocks, to the output log, sorting rows of different instances by ``(ts, cause)`` so that
+the log equals ``run_sn`` row for row.
 """
 
 from __future__ import annotations
@@ -264,8 +264,7 @@ class Pipeline:
         batch's last ts is complete; rows at the last ts wait for a later node.
         """
         pool = self.pool
-        pending: list[OutputBlock] = []
-        pending_sources: list[NDArray[np.int64]] = []
+        pending: list[tuple[OutputBlock, NDArray[np.int64]]] = []  # rows, their sources
         backoff = pool.min_backoff_s
         try:
             while not pool.stopping:
@@ -281,17 +280,12 @@ class Pipeline:
                 rows, sources = pool.take_rows(batch.payload[data]), batch.source[data]
                 if last > self._drained_ts:
                     open_from = int(np.searchsorted(rows.ts, last))
-                    pending.append(rows.slice(0, open_from))
-                    pending_sources.append(sources[:open_from])
-                    self._append_complete(pending, np.concatenate(pending_sources))
-                    pending, pending_sources = (
-                        [rows.slice(open_from, len(rows))],
-                        [sources[open_from:]],
-                    )
+                    pending.append((rows.slice(0, open_from), sources[:open_from]))
+                    self._append_complete(pending)
+                    pending = [(rows.slice(open_from, len(rows)), sources[open_from:])]
                     self._drained_ts = last
                 else:
-                    pending.append(rows)
-                    pending_sources.append(sources)
+                    pending.append((rows, sources))
                 if last == END_OF_INPUT and batch.kind[-1] != DATA:
                     self.log.finish()
                     return
@@ -301,18 +295,19 @@ class Pipeline:
         if pool.error is not None:  # wake join(), which raises the failure
             self.log.finish()
 
-    def _append_complete(self, blocks: list[OutputBlock], sources: NDArray[np.int64]) -> None:
-        """Append complete rows, in ESG_out order from the ESG_out ``sources``, sorted.
+    def _append_complete(self, parts: list[tuple[OutputBlock, NDArray[np.int64]]]) -> None:
+        """Append complete rows, given in ESG_out order with their ESG_out sources, sorted.
 
         The rows of one source (instance) already are in ``(ts, cause)`` order: each
         release is sorted, and a row released later has a later ts or, at an equal ts
         (the watermark of the release before), comes from a later input tuple (Lemma 2).
         Rows of several instances are sorted here.
         """
+        sources = np.concatenate([s for _, s in parts])
         if sources.size and bool(np.any(sources != sources[0])):
-            self.log.append([OutputBlock.concat(blocks).sorted().rows])
+            self.log.append([OutputBlock.concat([rows for rows, _ in parts]).sorted().rows])
         else:
-            self.log.append(block.rows for block in blocks)
+            self.log.append(rows.rows for rows, _ in parts)
 
     # -- lifecycle and instrumentation -----------------------------------------------------
 

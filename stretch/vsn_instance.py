@@ -149,7 +149,7 @@ class VSNInstance:
         self._blocks.extend(blocks)
 
     def emit_row(self, row: OutputRow) -> None:
-        """Buffer an output row until the watermark passes its ts (a kernel's output)."""
+        """Buffer an output row until the watermark passes its ts (the generic path's output)."""
         self._rows.append(row)
 
     def emit_block(self, block: OutputBlock) -> None:

@@ -8,13 +8,10 @@ still equals ``run_sn``'s.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 from numpy.typing import NDArray
 
 from scalegate import DATA
-from stretch.ingest import SourceStore
 from stretch.kernels._band_join import COUNT, LAST, NEVER, band_join_run
 from stretch.oplus import OPlus
 from stretch.output_block import OutputBlock
@@ -55,9 +52,8 @@ class ForwardKernel:
     def __init__(self, op: OPlus, keys: int) -> None:
         self.op = op
         self.keys = keys
-        self.schema = op.output.arrow()
         self.comparisons: dict[int, int] = {}
-        self._owner = (-1, np.empty(0, dtype=np.int64))  # (epoch, f_mu as an array)
+        self._epoch_mapping = (-1, np.empty(0, dtype=np.int64))  # (epoch, f_mu as an array)
 
     def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
         """Emit the rows of the owned tuples of the run; return the data tuples seen."""
@@ -71,7 +67,7 @@ class ForwardKernel:
             _audit(instance, np.unique(groups[mine]).tolist())
         if not mine.all():
             ts, source, seq = ts[mine], source[mine], seq[mine]
-        instance.emit_block(self._rows(instance.shared.sources, ts, source, seq))
+        instance.emit_block(self._rows(instance, ts, source, seq))
         return seen
 
     def switch(self, plan: EpochPlan) -> None:
@@ -79,20 +75,22 @@ class ForwardKernel:
 
     def _mapping(self, plan: EpochPlan) -> NDArray[np.int64]:
         """f_mu of ``plan`` as an array, kept for the epoch last asked for."""
-        epoch, mapping = self._owner
+        epoch, mapping = self._epoch_mapping
         if epoch != plan.epoch:
             mapping = np.asarray(plan.mapping, dtype=np.int64)
-            self._owner = (plan.epoch, mapping)
+            self._epoch_mapping = (plan.epoch, mapping)
         return mapping
 
     def _rows(
         self,
-        sources: Sequence[SourceStore],
+        instance: VSNInstance,
         ts: NDArray[np.int64],
         source: NDArray[np.int64],
         seq: NDArray[np.int64],
     ) -> OutputBlock:
         """The tuples' rows, in their (ESG_in) order: payload gathered from each source."""
+        pool = instance.shared
+        sources = pool.sources
         picks = [
             (store, pick, seq[pick])
             for s, store in enumerate(sources)
@@ -111,7 +109,7 @@ class ForwardKernel:
                 sources[0].dictionary.decode_arrow(values) if kind is ColumnType.STR else values
             )
         cause = (UPDATED, ts, source, seq, 0, 0, 0)
-        return OutputBlock.of_columns(self.schema, ts, cause, payload)
+        return OutputBlock.of_columns(pool.output_schema, ts, cause, payload)
 
 
 class _Slab:
@@ -171,7 +169,6 @@ class ScaleJoinKernel:
         self.op = op
         self.keys = keys
         self.groups = np.array([op.group_of(k) for k in range(keys)], dtype=np.int64)
-        self.schema = op.output.arrow()
         self.slabs: dict[int, _Slab] = {}
         self.comparisons: dict[int, int] = {}
 
@@ -254,11 +251,14 @@ class ScaleJoinKernel:
         matches: NDArray[np.int64],
     ) -> None:
         """Rows of the matches, given in the reference's order: by tuple, key, then j."""
-        left, right = instance.shared.sources
-        i, k, other, j = matches
-        t, s, q = ts[i], source[i], seq[i]
-        lq, rq = np.where(s == 0, q, other), np.where(s == 0, other, q)
-        payload = [left.column("x")[lq], left.column("y")[lq]]
-        payload += [right.column(name)[rq] for name in ("a", "b", "c", "d")]
-        cause = (UPDATED, t, s, q, k, 0, j)
-        instance.emit_block(OutputBlock.of_columns(self.schema, t, cause, payload))
+        index, key, partner, j = matches
+        t, s, q = ts[index], source[index], seq[index]
+        arrived_left = s == 0
+        rows = (np.where(arrived_left, q, partner), np.where(arrived_left, partner, q))
+        pool = instance.shared
+        payload = [
+            pool.sources[side].column(name)[rows[side]]
+            for side, name in ((0, "x"), (0, "y"), (1, "a"), (1, "b"), (1, "c"), (1, "d"))
+        ]
+        cause = (UPDATED, t, s, q, key, 0, j)
+        instance.emit_block(OutputBlock.of_columns(pool.output_schema, t, cause, payload))
