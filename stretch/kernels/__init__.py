@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 
 from stretch import catalog, joins
+from stretch.kernels.aggregates import aggregate_kernel
 from stretch.kernels.operators import ForwardKernel, ScaleJoinKernel
 from stretch.oplus import OPlus
 from stretch.pool import CompiledOperator
@@ -29,4 +30,4 @@ def compile_operator(op: OPlus) -> CompiledOperator | None:
         nonlocals = inspect.getclosurevars(update).nonlocals
         if nonlocals.get("match") is catalog._scalejoin_match:
             return ScaleJoinKernel(op, int(nonlocals["keys"]))
-    return None
+    return aggregate_kernel(op)

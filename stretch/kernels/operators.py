@@ -80,6 +80,9 @@ class ForwardKernel:
                 instance.emit_row(OutputRow(t, payload, (UPDATED, t, s, q, 0, 0, 0)))
         return int(ts.shape[0])
 
+    def advance(self, instance: VSNInstance, watermark: int) -> None:
+        """Nothing expires: forward keeps no state."""
+
     def switch(self, plan: EpochPlan) -> None:
         """Nothing to move: forward keeps no state."""
 
@@ -143,6 +146,9 @@ class ScaleJoinKernel:
         self.groups = np.array([op.group_of(k) for k in range(keys)], dtype=np.int64)
         self.slabs: dict[int, _Slab] = {}
         self.comparisons: dict[int, int] = {}
+
+    def advance(self, instance: VSNInstance, watermark: int) -> None:
+        """Nothing to emit: a key purges its stored tuples when its next tuple arrives."""
 
     def switch(self, plan: EpochPlan) -> None:
         """Move every key's stored tuples to the slab of its owner under ``plan``.
