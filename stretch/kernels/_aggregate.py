@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba.typed import Dict
 from numpy.typing import NDArray
 
-__all__ = ["fill_index", "lookup_codes", "pair_codes", "update_window"]
+from stretch.kernels._hashing import find
+
+__all__ = ["lookup_codes", "pair_codes", "update_window"]
 
 CREATED = 4
 """Rows of ``created``: the creator's ts, source, seq and key index (the cause of f_O)."""
@@ -72,21 +73,14 @@ def _drop_repeats(codes: NDArray[np.int64]) -> int:
 
 
 @njit(nogil=True, cache=True)
-def lookup_codes(codes: NDArray[np.int64], numbers: Dict) -> NDArray[np.int64]:
-    """The key number of each code, or -1 where ``numbers`` has none yet."""
+def lookup_codes(
+    codes: NDArray[np.int64], slots: NDArray[np.int64], known: NDArray[np.int64]
+) -> NDArray[np.int64]:
+    """The key number of each code (``known[number]`` is its code), or -1 if unknown."""
     out = np.empty(codes.shape[0], dtype=np.int64)
     for k in range(codes.shape[0]):
-        code = codes[k]
-        # Not numbers.get(code, -1): Numba types its result as Optional.
-        out[k] = numbers[code] if code in numbers else -1  # noqa: SIM401
+        out[k] = max(find(slots, known, codes[k]), -1)
     return out
-
-
-@njit(nogil=True, cache=True)
-def fill_index(index: Dict, keys: NDArray[np.int64]) -> None:
-    """Map each key to its position in ``keys``."""
-    for e in range(keys.shape[0]):
-        index[keys[e]] = e
 
 
 @njit(nogil=True, cache=True)
@@ -102,7 +96,7 @@ def update_window(
     owned: NDArray[np.bool_],
     lengths: NDArray[np.int64],
     take_max: bool,
-    index: Dict,
+    slots: NDArray[np.int64],
     keys: NDArray[np.int64],
     values: NDArray[np.int64],
     created: NDArray[np.int64],
@@ -111,14 +105,14 @@ def update_window(
     """Apply run tuples ``lo..hi`` (all in this window) to the window's owned keys.
 
     The window's table holds ``count[0]`` entries: ``keys``, ``values`` and ``created``
-    (``CREATED`` rows), found by key number through ``index``. A new entry starts at 0
-    (the catalog's new_state) and records the tuple that created it; then the value
-    becomes ``value + 1`` (count) or ``max(value, lengths[seq])`` (longest tweet).
+    (``CREATED`` rows), found by key number through the hash index ``slots``. A new
+    entry starts at 0 (the catalog's new_state) and records the tuple that created it;
+    then the value becomes ``value + 1`` (count) or ``max(value, lengths[seq])`` (longest tweet).
     Returns the tuple it stopped before: ``hi`` when done, earlier when the next tuple's
     keys might not fit (the caller grows the arrays and calls again from there).
     """
     n = count[0]
-    capacity = keys.shape[0]
+    capacity = min(keys.shape[0], slots.shape[0] // 2)
     for i in range(lo, hi):
         seq = run_seq[i]
         first, last = key_offsets[seq], key_offsets[seq + 1]
@@ -129,12 +123,11 @@ def update_window(
             key = key_numbers[p]
             if not owned[key_groups[key]]:
                 continue
-            if key in index:
-                e = index[key]
-            else:
+            e = find(slots, keys, key)
+            if e < 0:
+                slots[-1 - e] = n
                 e = n
                 n += 1
-                index[key] = e
                 keys[e] = key
                 values[e] = 0
                 created[0, e] = run_ts[i]

@@ -25,20 +25,13 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
-from numba import types
-from numba.typed import Dict
 from numpy.typing import NDArray
 
 from stretch import catalog
 from stretch.ingest import SourceStore
 from stretch.instance import EXPIRED, OutputRow
-from stretch.kernels._aggregate import (
-    CREATED,
-    fill_index,
-    lookup_codes,
-    pair_codes,
-    update_window,
-)
+from stretch.kernels._aggregate import CREATED, lookup_codes, pair_codes, update_window
+from stretch.kernels._hashing import build_index, index_size, insert
 from stretch.kernels._runs import audit_groups, data_nodes, owned_groups
 from stretch.oplus import OPlus
 from stretch.reconfiguration import EpochPlan
@@ -48,10 +41,6 @@ __all__ = ["AggregateKernel", "KeyTable", "aggregate_kernel"]
 
 _ALL_PAIRS = 2**31
 """paircount's b = inf: every pair of the tweet (longer than any tweet)."""
-
-
-def _new_index() -> Dict:
-    return Dict.empty(key_type=types.int64, value_type=types.int64)
 
 
 class KeyTable:
@@ -82,7 +71,8 @@ class KeyTable:
         self._key_numbers: dict[str, int] = {}
         self._tokens: dict[str, int] = {}
         self._token_strings: list[str] = []
-        self._pair_numbers = _new_index()
+        self._codes = np.empty(0, dtype=np.int64)  # pairs: the code of each key number
+        self._code_slots = build_index(self._codes, 0, index_size(0))
         self._lock = threading.Lock()
 
     def read(self, store: SourceStore, upto: int) -> None:
@@ -138,14 +128,20 @@ class KeyTable:
                 tokens.append(number)
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         codes, code_offsets = pair_codes(np.asarray(tokens, dtype=np.int64), offsets, self.b)
-        numbers = lookup_codes(codes, self._pair_numbers)
+        numbers = lookup_codes(codes, self._code_slots, self._codes)
         unknown = numbers < 0
         if unknown.any():
             strings = self._token_strings
-            for code in np.unique(codes[unknown]).tolist():
-                key = f"{strings[code >> 31]} {strings[code & (2**31 - 1)]}"
-                self._pair_numbers[code] = self._add_key(key)
-            numbers = lookup_codes(codes, self._pair_numbers)
+            new = np.unique(codes[unknown])
+            for code in new.tolist():
+                self._add_key(f"{strings[code >> 31]} {strings[code & (2**31 - 1)]}")
+            n = len(self.strings)
+            self._codes = _put(self._codes, n - new.shape[0], new)
+            if index_size(n) > self._code_slots.shape[0]:
+                self._code_slots = build_index(self._codes, n, 2 * index_size(n))
+            else:
+                insert(self._code_slots, self._codes, n - new.shape[0], n)
+            numbers = lookup_codes(codes, self._code_slots, self._codes)
         return numbers, np.diff(code_offsets)
 
     def _add_key(self, key: str) -> int:
@@ -171,36 +167,32 @@ def _put(array: NDArray[np.int64], at: int, values: NDArray[np.int64]) -> NDArra
 class _Window:
     """One instance's table of the window ``[l, l + WS)``: its owned keys' entries."""
 
-    index: Dict
+    slots: NDArray[np.int64]
     keys: NDArray[np.int64]
     values: NDArray[np.int64]
     created: NDArray[np.int64]
     count: NDArray[np.int64]
 
     @classmethod
-    def empty(cls, capacity: int = 256) -> _Window:
-        """A table with no entry."""
-        return cls(
-            _new_index(),
-            np.empty(capacity, dtype=np.int64),
-            np.empty(capacity, dtype=np.int64),
-            np.empty((CREATED, capacity), dtype=np.int64),
-            np.zeros(1, dtype=np.int64),
-        )
+    def of(cls, entries: _Entries, capacity: int = 256) -> _Window:
+        """A table holding ``entries`` (distinct keys), with room for ``capacity``."""
+        n = entries.keys.shape[0]
+        capacity = max(capacity, 2 * n)
+        keys = np.empty(capacity, dtype=np.int64)
+        values = np.empty(capacity, dtype=np.int64)
+        created = np.empty((CREATED, capacity), dtype=np.int64)
+        keys[:n], values[:n], created[:, :n] = entries.keys, entries.values, entries.created
+        slots = build_index(keys, n, index_size(capacity))
+        return cls(slots, keys, values, created, np.array([n], dtype=np.int64))
 
     @property
     def size(self) -> int:
         """The number of entries."""
         return int(self.count[0])
 
-    def grow(self) -> None:
-        """Double the entry arrays (the index keeps its entry numbers)."""
-        n, capacity = self.size, 2 * self.keys.shape[0]
-        keys = np.empty(capacity, dtype=np.int64)
-        values = np.empty(capacity, dtype=np.int64)
-        created = np.empty((CREATED, capacity), dtype=np.int64)
-        keys[:n], values[:n], created[:, :n] = self.keys[:n], self.values[:n], self.created[:, :n]
-        self.keys, self.values, self.created = keys, values, created
+    def grown(self) -> _Window:
+        """A copy with twice the room."""
+        return _Window.of(self.entries(), 2 * self.keys.shape[0])
 
     def entries(self, pick: NDArray[np.bool_] | slice = slice(None)) -> _Entries:
         """The entries (or those ``pick`` selects) as columns."""
@@ -210,9 +202,16 @@ class _Window:
 
 @dataclass
 class _Entries:
+    """Window entries as columns: key numbers, values and creators (``CREATED`` rows)."""
+
     keys: NDArray[np.int64]
     values: NDArray[np.int64]
     created: NDArray[np.int64]
+
+
+_NO_ENTRIES = _Entries(
+    np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty((CREATED, 0), np.int64)
+)
 
 
 class AggregateKernel:
@@ -247,18 +246,22 @@ class AggregateKernel:
         op = self.op
         for l in range(op.earliest_win_l(int(ts[0])), op.latest_win_l(int(ts[-1])) + 1, op.wa_ms):
             lo, hi = np.searchsorted(ts, [l, l + op.ws_ms]).tolist()
-            window = mine.get(l) or _Window.empty()
+            window = mine.get(l) or _Window.of(_NO_ENTRIES)
             while lo < hi:
                 lo = update_window(
                     lo, hi, ts, source, seq, table.offsets, table.numbers, table.groups,
-                    owned, table.lengths, self.take_max, window.index, window.keys,
+                    owned, table.lengths, self.take_max, window.slots, window.keys,
                     window.values, window.created, window.count,
                 )  # fmt: skip
                 if lo < hi:
-                    window.grow()
+                    window = window.grown()
             if window.size:
                 mine[l] = window
         return int(ts.shape[0])
+
+    def window_sets(self) -> int:
+        """The window sets held: entries of every instance's tables."""
+        return sum(w.size for mine in self.windows.values() for w in mine.values())
 
     def _run_keys(self, seq: NDArray[np.int64]) -> NDArray[np.int64]:
         """The key numbers of the rows ``seq`` (for the ownership audit)."""
@@ -308,15 +311,13 @@ class AggregateKernel:
 
 def _gather(parts: list[_Entries]) -> _Window:
     """One table holding ``parts``' entries (keys are disjoint)."""
-    keys = np.concatenate([p.keys for p in parts])
-    window = _Window.empty(max(256, 2 * keys.shape[0]))
-    n = keys.shape[0]
-    window.keys[:n] = keys
-    window.values[:n] = np.concatenate([p.values for p in parts])
-    window.created[:, :n] = np.concatenate([p.created for p in parts], axis=1)
-    window.count[0] = n
-    fill_index(window.index, keys)
-    return window
+    return _Window.of(
+        _Entries(
+            np.concatenate([p.keys for p in parts]),
+            np.concatenate([p.values for p in parts]),
+            np.concatenate([p.created for p in parts], axis=1),
+        )
+    )
 
 
 def aggregate_kernel(op: OPlus) -> AggregateKernel | None:
