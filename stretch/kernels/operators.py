@@ -3,25 +3,29 @@
 Each class implements ``stretch.pool.CompiledOperator``: given an instance and a run of
 ready nodes it handles the data tuples for the keys the instance owns in its epoch and
 emits exactly the rows (and causes) the operator's Python functions would, so the output
-still equals ``run_sn``'s.
+still equals ``run_sn``'s. ``BandJoinKernel`` runs every band join of the catalog; a
+``BandJoin`` (``SCALEJOIN``, ``HEDGE``) says which kernel and which columns.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from scalegate import DATA
+from stretch.ingest import SourceStore
 from stretch.instance import OutputRow
-from stretch.kernels._band_join import COUNT, LAST, NEVER, band_join_run
+from stretch.kernels._band_join import COUNT, LAST, NEVER, hedge_run, scalejoin_run
 from stretch.oplus import OPlus
 from stretch.reconfiguration import EpochPlan
 from stretch.schema import ColumnType
 from stretch.vsn_instance import ReadyNodes, VSNInstance
 
-__all__ = ["ForwardKernel", "ScaleJoinKernel"]
+__all__ = ["HEDGE", "SCALEJOIN", "BandJoin", "BandJoinKernel", "ForwardKernel"]
 
 UPDATED = 1  # the cause tag of rows from f_U (stretch.instance)
 
@@ -39,6 +43,15 @@ def _data(nodes: ReadyNodes, start: int, stop: int) -> tuple[NDArray[np.int64], 
 def _owned_groups(instance: VSNInstance) -> NDArray[np.bool_]:
     owned: NDArray[np.bool_] = np.asarray(instance.plan.mapping, dtype=np.int64) == instance.j
     return owned
+
+
+def _decoded(store: SourceStore, name: str, rows: NDArray[np.int64]) -> list[Any]:
+    """Column ``name`` of the source's ``rows`` as Python values, strings decoded at once."""
+    values = store.column(name)[rows]
+    if dict(store.schema)[name] is ColumnType.STR:
+        return store.dictionary.decode(values)
+    decoded: list[Any] = values.tolist()
+    return decoded
 
 
 def _audit(instance: VSNInstance, groups: list[int]) -> None:
@@ -68,12 +81,7 @@ class ForwardKernel:
         for s in np.unique(source[mine]).tolist():
             pick = mine & (source == s)
             store = sources[s]
-            columns = []
-            for name, kind in store.schema:
-                values = store.column(name)[seq[pick]]
-                columns.append(
-                    store.dictionary.decode(values) if kind is ColumnType.STR else values.tolist()
-                )
+            columns = [_decoded(store, name, seq[pick]) for name in store.schema.names]
             for t, q, payload in zip(
                 ts[pick].tolist(), seq[pick].tolist(), zip(*columns, strict=True), strict=True
             ):
@@ -137,12 +145,44 @@ class _Slab:
         return _Slab.gather(self.slot_keys, mine, extra)
 
 
-class ScaleJoinKernel:
-    """Operator 10 with the catalog's predicate: an instance's keys in ``band_join_run``."""
+@dataclass(frozen=True)
+class BandJoin:
+    """A catalog band join as its kernel sees it.
 
-    def __init__(self, op: OPlus, keys: int) -> None:
+    Attributes:
+        run: The kernel entry point with the join's predicate (``stretch.kernels._band_join``).
+        reads: The columns the predicate reads of L and of R, in the order it takes them.
+        payload: The output payload's columns, each as (side: 0 = L, 1 = R, column).
+
+    """
+
+    run: Callable[..., bool]
+    reads: tuple[tuple[str, ...], tuple[str, ...]]
+    payload: tuple[tuple[int, str], ...]
+
+
+SCALEJOIN = BandJoin(
+    scalejoin_run,
+    (("x", "y"), ("a", "b")),
+    ((0, "x"), (0, "y"), (1, "a"), (1, "b"), (1, "c"), (1, "d")),
+)
+"""``catalog._scalejoin_match``: L (x, y), R (a, b, c, d)."""
+
+HEDGE = BandJoin(
+    hedge_run,
+    (("symbol", "price", "avg_price"),) * 2,
+    ((0, "symbol"), (0, "price"), (1, "symbol"), (1, "price")),
+)
+"""``catalog._hedge_match``: trades (symbol, price, avg_price) on both sides."""
+
+
+class BandJoinKernel:
+    """Operator 10 with a catalog predicate: an instance's keys in one kernel call per run."""
+
+    def __init__(self, op: OPlus, keys: int, join: BandJoin) -> None:
         self.op = op
         self.keys = keys
+        self.join = join
         self.groups = np.array([op.group_of(k) for k in range(keys)], dtype=np.int64)
         self.slabs: dict[int, _Slab] = {}
         self.comparisons: dict[int, int] = {}
@@ -183,13 +223,15 @@ class ScaleJoinKernel:
         slab = self.slabs[instance.j] = slab.reserve(n)
         _audit(instance, [int(self.groups[k]) for k in owned.tolist()])
         left, right = instance.shared.sources
+        reads_left = tuple(left.column(name) for name in self.join.reads[0])
+        reads_right = tuple(right.column(name) for name in self.join.reads[1])
         out = np.empty((4, 1024), dtype=np.int64)
         stats = np.zeros(2, dtype=np.int64)  # matches in out, comparisons
         progress = np.zeros(len(owned), dtype=np.int64)
         found: list[NDArray[np.int64]] = []
         done = False
         while not done:
-            done = band_join_run(
+            done = self.join.run(
                 slab.slot_keys,
                 self.keys,
                 self.op.ws_ms - 1,  # the band: the join's O+ window is one tick longer
@@ -201,10 +243,8 @@ class ScaleJoinKernel:
                 slab.ts,
                 slab.seq,
                 slab.bounds,
-                left.column("x"),
-                left.column("y"),
-                right.column("a"),
-                right.column("b"),
+                reads_left,
+                reads_right,
                 out,
                 stats,
             )
@@ -229,16 +269,20 @@ class ScaleJoinKernel:
         matches: NDArray[np.int64],
     ) -> None:
         """Rows of the matches, given in the reference's order: by tuple, key, then j."""
-        left, right = instance.shared.sources
-        for i, k, other, j in zip(*(row.tolist() for row in matches), strict=True):
-            t, s, q = int(ts[i]), int(source[i]), int(seq[i])
-            lq, rq = (q, other) if s == 0 else (other, q)
-            payload: tuple[Any, ...] = (
-                int(left.column("x")[lq]),
-                float(left.column("y")[lq]),
-                int(right.column("a")[rq]),
-                float(right.column("b")[rq]),
-                float(right.column("c")[rq]),
-                bool(right.column("d")[rq]),
-            )
-            instance.emit_row(OutputRow(t, payload, (UPDATED, t, s, q, k, 0, j)))
+        index, key, partner, j = matches
+        t, s, q = ts[index], source[index], seq[index]
+        arrived_left = s == 0
+        rows = (np.where(arrived_left, q, partner), np.where(arrived_left, partner, q))
+        sources = instance.shared.sources
+        columns = [_decoded(sources[side], name, rows[side]) for side, name in self.join.payload]
+        emit = instance.emit_row
+        for row_ts, row_s, row_q, k, n, payload in zip(
+            t.tolist(),
+            s.tolist(),
+            q.tolist(),
+            key.tolist(),
+            j.tolist(),
+            zip(*columns, strict=True),
+            strict=True,
+        ):
+            emit(OutputRow(row_ts, payload, (UPDATED, row_ts, row_s, row_q, k, 0, n)))
