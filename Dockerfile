@@ -25,7 +25,7 @@ RUN pip install --no-cache-dir /tmp/*.whl && rm -f /tmp/*.whl
 USER 10001:10001
 WORKDIR /home/stretch
 # Compile the kernels once at build time so the first request does not pay the JIT.
-RUN python -c "import stretch, scalegate; from stretch.vsn import run_vsn; from stretch import build, generate; run_vsn(build('scalejoin', {'ws': 100}), generate.scalejoin(50, 1000.0, 1))"
+RUN python -c "import stretch, scalegate; from stretch.vsn import run_vsn; from stretch import build, generate; run_vsn(build('scalejoin', {'ws': 100}), generate.scalejoin(50, 1000.0, 1)); run_vsn(build('hedge', {'ws': 100}), generate.hedge(50, 10.0, 1) * 2); [run_vsn(build(name), generate.tweets(50, 10.0, 1)) for name in ('paircount', 'longest_tweet')]"
 EXPOSE 8321
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import urllib.request, sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8321/healthz', timeout=2).status == 200 else 1)"]

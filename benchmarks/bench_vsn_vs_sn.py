@@ -4,8 +4,10 @@ Both runtimes process the same generated tweets (``stretch.generate.tweets``) at
 parallelism, in chunks of ``--chunk`` tuples handed in as fast as they are taken:
 
 * VSN: ``stretch.setup(op, p, p)``; every instance reads every tuple from ESG_in and
-  updates the keys it owns in the one shared state (these operators have no kernel: the
-  instances run the operator's Python functions).
+  updates the keys it owns in the one shared state, through the operators' Numba kernels
+  (``stretch.kernels.aggregates``; f_MK runs once per tuple for all instances). With
+  ``--generic`` the instances run the operators' Python functions instead, which isolates
+  what sharing (no duplication) alone gives.
 * SN: ``stretch.sn.SNRuntime(op, p)``; forwardSN sends each tuple to every instance
   that owns one of its keys, each with a private state, all in the calling thread.
 
@@ -14,9 +16,10 @@ Latency of an output row (ts T, a window end) is the time it was available minus
 the chunk holding the first input tuple with ts >= T (the one that expires the window)
 was handed in; SN's rows are available when ``forward`` of that chunk returns, VSN's when
 a consumer thread reads them from the output log. State is measured twice: the peak
-number of window sets held (SN: after every chunk; VSN: at every output poll), and the
-tracemalloc peak of a separate run (Python heap bytes, input already in memory; the VSN
-figure includes the rows its ingest keeps). Target (DESIGN.md): paircount H, VSN >= 2x SN
+number of window sets held (SN: after every chunk; VSN: at every output poll, entries of
+the kernel's tables or sets of the shared state), and the tracemalloc peak of a separate
+run (Python heap and NumPy bytes, input already in memory; the VSN figure includes the
+rows its ingest keeps and the kernel's key table). Target (DESIGN.md): paircount H, VSN >= 2x SN
 throughput, state bytes <= SN's.
 """
 
@@ -36,6 +39,7 @@ from _util import figure, interleaved, machine, medians, percentiles, progress, 
 
 from stretch.catalog import build
 from stretch.generate import tweets
+from stretch.kernels.aggregates import AggregateKernel
 from stretch.oplus import END_OF_INPUT, OPlus
 from stretch.sn import SNRuntime, tuples_of
 from stretch.vsn import setup
@@ -69,7 +73,7 @@ def run_sn(op: OPlus, table: pa.Table, p: int, chunk: int, sample: bool) -> dict
 
 
 def run_vsn(
-    op: OPlus, table: pa.Table, p: int, chunk: int, sample: bool, capacity: int
+    op: OPlus, table: pa.Table, p: int, chunk: int, sample: bool, capacity: int, compiled: bool
 ) -> dict[str, float]:
     """A VSN pipeline fed chunk by chunk while a thread consumes the output log.
 
@@ -82,7 +86,8 @@ def run_vsn(
     starts: list[float] = []
     arrivals: list[tuple[float, np.ndarray]] = []
     peak_sets = [0]
-    pipeline = setup(op, p, p, capacity=capacity)
+    pipeline = setup(op, p, p, capacity=capacity, compiled=compiled)
+    kernel = pipeline.pool.compiled
     try:
 
         def consume() -> None:
@@ -90,6 +95,8 @@ def run_vsn(
             while True:
                 if sample:
                     sets = sum(len(g) for g in pipeline.pool.sigma)
+                    if isinstance(kernel, AggregateKernel):
+                        sets += kernel.window_sets()
                     peak_sets[0] = max(peak_sets[0], sets)
                 out, end = pipeline.output(offset, wait_s=0.01)
                 if end > offset:
@@ -148,28 +155,32 @@ def main() -> None:
     parser.add_argument("--capacity", type=int, default=256, help="VSN gate capacity (nodes)")
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--generic", action="store_true", help="VSN runs the Python functions, not the kernels"
+    )
     args = parser.parse_args()
     result: dict[str, Any] = {"args": vars(args), "machine": machine()}
     table = tweets(args.rows, args.rate, seed=1)[0]
-    p, chunk, cap = args.parallelism, args.chunk, args.capacity
+    p, chunk, cap, kernels = args.parallelism, args.chunk, args.capacity, not args.generic
     summary: dict[str, dict[str, dict[str, float]]] = {}
     for case in args.cases:
         op = build(case.split()[0], {**CASES[case], "ws": args.ws, "wa": args.wa})
         progress(f"{case}: warm-up")
-        run_vsn(op, table.slice(0, 100), p, chunk, False, cap)
+        run_vsn(op, table.slice(0, 100), p, chunk, False, cap, kernels)
         runs = interleaved(args.runs, {
             "sn": lambda op=op: run_sn(op, table, p, chunk, True),
-            "vsn": lambda op=op: run_vsn(op, table, p, chunk, True, cap),
+            "vsn": lambda op=op: run_vsn(op, table, p, chunk, True, cap, kernels),
         })  # fmt: skip
         med = {name: medians(samples) for name, samples in runs.items()}
         med["sn"]["heap_peak_bytes"] = heap_peak(lambda op=op: run_sn(op, table, p, chunk, False))
         med["vsn"]["heap_peak_bytes"] = heap_peak(
-            lambda op=op: run_vsn(op, table, p, chunk, False, cap)
+            lambda op=op: run_vsn(op, table, p, chunk, False, cap, kernels)
         )
         assert med["sn"]["rows"] == med["vsn"]["rows"], "VSN and SN emitted different row counts"
         summary[case] = med
         result[case] = {"runs": runs, "median": med}
-    write("vsn_vs_sn", result)
+    name = "vsn_vs_sn_generic" if args.generic else "vsn_vs_sn"
+    write(name, result)
     for case, med in summary.items():
         sn, vsn = med["sn"], med["vsn"]
         speed = vsn["tuples_per_s"] / sn["tuples_per_s"]
@@ -184,7 +195,8 @@ def main() -> None:
                 f"  target VSN >= 2x SN: {'met' if speed >= 2 else 'MISSED'}; "
                 f"state bytes <= SN: {'met' if state <= 1 else 'MISSED'}"
             )
-    fig, (ax_t, ax_l, ax_s) = figure(3, f"VSN vs SN at parallelism {p}")
+    path = "Python functions" if args.generic else "kernels"
+    fig, (ax_t, ax_l, ax_s) = figure(3, f"VSN ({path}) vs SN at parallelism {p}")
     names = list(summary)
     x = np.arange(len(names))
     for offset, rt in ((-0.2, "sn"), (0.2, "vsn")):
@@ -196,7 +208,7 @@ def main() -> None:
         ax.set_xticks(x, names, rotation=20)
         ax.set_ylabel(label)
         ax.legend()
-    progress(f"wrote {save(fig, 'vsn_vs_sn')}")
+    progress(f"wrote {save(fig, name)}")
 
 
 if __name__ == "__main__":

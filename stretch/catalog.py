@@ -139,9 +139,14 @@ def _aggregate(
     )
 
 
+def word_keys(text: str) -> list[str]:
+    """The distinct tokens of a text, first occurrence first."""
+    return list(dict.fromkeys(text.split()))
+
+
 def words(t: StreamTuple) -> list[str]:
     """Wordcount's f_MK: the distinct tokens of the tweet."""
-    return list(dict.fromkeys(t["tweet"].split()))
+    return word_keys(t["tweet"])
 
 
 def pairs(b: float) -> Callable[[StreamTuple], list[str]]:
@@ -160,11 +165,16 @@ def pairs(b: float) -> Callable[[StreamTuple], list[str]]:
     return keys
 
 
+def hashtag_keys(text: str) -> list[str]:
+    """The distinct hashtags of a text, without ``#``, first occurrence first."""
+    return list(
+        dict.fromkeys(tok[1:] for tok in text.split() if tok.startswith("#") and len(tok) > 1)
+    )
+
+
 def hashtags(t: StreamTuple) -> list[str]:
     """longest_tweet's f_MK: the distinct hashtags of the tweet, without ``#``."""
-    return list(
-        dict.fromkeys(tok[1:] for tok in t["tweet"].split() if tok.startswith("#") and len(tok) > 1)
-    )
+    return hashtag_keys(t["tweet"])
 
 
 COUNTS = Schema.of(key="str", count="int")

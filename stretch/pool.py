@@ -32,6 +32,9 @@ class CompiledOperator(Protocol):
     def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
         """Handle the data nodes ``start..stop`` for the instance's keys; return their count."""
 
+    def advance(self, instance: VSNInstance, watermark: int) -> None:
+        """Expire the instance's windows that ended by ``watermark`` (Alg. 4 L15-17)."""
+
     def switch(self, plan: EpochPlan) -> None:
         """Re-partition the kernel's state for ``plan``'s mapping (no instance is running)."""
 

@@ -214,8 +214,10 @@ class VSNInstance:
 
         A compiled operator takes runs of nodes at once: up to the next control tuple
         and, with a plan prepared, up to the first tuple beyond its gamma. No node of
-        such a run can trigger L10-14, so the per-node steps reduce to L15-18, which the
-        kernel does; control tuples and triggering tuples go through the steps one by one.
+        such a run can trigger L10-14, so the per-node steps reduce to L15-18: the kernel
+        updates the run's windows (L18), then expires those that ended by the run's last
+        ts (L15-17; no tuple of the run falls in a window that ended before it, so this
+        gives the same rows). Control and triggering tuples go through the steps one by one.
         """
         compiled = self.shared.compiled
         i, n = start, len(nodes)
@@ -225,6 +227,7 @@ class VSNInstance:
                 assert compiled is not None
                 self.tuples_in += compiled.process(self, nodes, i, stop)
                 self.oplus.watermark = max(self.oplus.watermark, int(nodes.ts[stop - 1]))
+                compiled.advance(self, self.oplus.watermark)
                 i = stop
                 continue
             stop = n if compiled is None else i + 1
@@ -260,6 +263,8 @@ class VSNInstance:
                     if not self._reconfigure(nodes, i):
                         return False
                 oplus.advance(ts)  # L15-17
+                if compiled is not None:
+                    compiled.advance(self, ts)
             if kind != DATA:
                 continue
             if compiled is not None:

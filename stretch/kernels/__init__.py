@@ -10,11 +10,18 @@ from __future__ import annotations
 import inspect
 
 from stretch import catalog, joins
-from stretch.kernels.operators import ForwardKernel, ScaleJoinKernel
+from stretch.kernels.aggregates import aggregate_kernel
+from stretch.kernels.operators import HEDGE, SCALEJOIN, BandJoin, BandJoinKernel, ForwardKernel
 from stretch.oplus import OPlus
 from stretch.pool import CompiledOperator
 
 __all__ = ["compile_operator"]
+
+_BAND_JOINS: dict[object, BandJoin] = {
+    catalog._scalejoin_match: SCALEJOIN,
+    catalog._hedge_match: HEDGE,
+}
+"""The catalog's band joins with a kernel, by their match predicate."""
 
 
 def compile_operator(op: OPlus) -> CompiledOperator | None:
@@ -27,6 +34,7 @@ def compile_operator(op: OPlus) -> CompiledOperator | None:
         return ForwardKernel(op, int(keys))
     if module == joins.__name__ and qualname == "band_join.<locals>.update":
         nonlocals = inspect.getclosurevars(update).nonlocals
-        if nonlocals.get("match") is catalog._scalejoin_match:
-            return ScaleJoinKernel(op, int(nonlocals["keys"]))
-    return None
+        join = _BAND_JOINS.get(nonlocals.get("match"))
+        if join is not None:
+            return BandJoinKernel(op, int(nonlocals["keys"]), join)
+    return aggregate_kernel(op)

@@ -1,4 +1,4 @@
-"""Numba kernel of ScaleJoin (Operator 10): an instance's keys over a run of ready tuples.
+"""Numba kernels of the catalog's band joins (Operator 10): an instance's keys over a run.
 
 The catalog's J+ (``stretch.joins.band_join``) gives every tuple all K keys; key k stores
 a tuple when the tuple counter c (the same for every key) is ``c % K == k``, and, when a
@@ -6,15 +6,32 @@ tuple arrives, purges the opposite side's tuples older than ``t.ts - WS`` and co
 the rest. One call handles every key an instance owns (key by key, so a key's stores
 stay in cache over the run), releasing the GIL once per run rather than once per key;
 the caller puts the matches in the reference order (tuple, key, stored order).
+
+``_band_join`` is that loop for any match predicate; each join has an entry point that
+names its predicate (``scalejoin_run``, ``hedge_run``). Numba inlines the loop and the
+predicate into the entry point (``inline="always"``, in its IR), so each entry point is
+compiled and optimised as one function, as fast as a loop with the predicate written in,
+and takes no function argument, so Numba's on-disk cache can key it: a jitted function
+passed as an argument gets a type that differs in every process, and the cache would
+recompile (and add a file) each time. A predicate takes ``(left, l, right, r)``: the
+tuples of the input columns it reads of L and of R, and the sequence numbers of the pair.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-__all__ = ["band_join_run"]
+__all__ = ["hedge_run", "scalejoin_run"]
+
+Columns = tuple[NDArray[Any], ...]
+"""The input columns a predicate reads of one side, indexed by sequence number."""
+Match = Callable[[Columns, int, Columns, int], bool]
+"""A predicate: whether L tuple ``l`` and R tuple ``r`` (sequence numbers) match."""
 
 COUNT = 4
 """The column of ``bounds`` holding a key's tuple counter c (0-3: head/tail L, R)."""
@@ -24,8 +41,33 @@ NEVER = -(2**62)
 """``bounds[:, LAST]`` of a key that saw no tuple yet."""
 
 
-@njit(nogil=True, cache=True)
-def band_join_run(
+@njit(inline="always")
+def _scalejoin_match(left: Columns, l: int, right: Columns, r: int) -> bool:
+    """``catalog._scalejoin_match`` on L (x, y) and R (a, b): both within 10."""
+    return bool(abs(left[0][l] - right[0][r]) <= 10 and abs(left[1][l] - right[1][r]) <= 10)
+
+
+@njit(inline="always")
+def _hedge_match(left: Columns, l: int, right: Columns, r: int) -> bool:
+    """``catalog._hedge_match`` on (symbol code, price, avg_price), float for float.
+
+    The same operations in the same order as the Python predicate, so every ratio and
+    comparison is bit for bit the reference's, and an ``avg_price`` of 0 raises
+    ZeroDivisionError as it does there (Numba's Python error model); equal symbols have
+    equal codes (one dictionary per pipeline).
+    """
+    if left[0][l] == right[0][r]:
+        return False
+    nd_left = (left[1][l] - left[2][l]) / left[2][l]
+    if nd_left == 0:
+        return False
+    nd_right = (right[1][r] - right[2][r]) / right[2][r]
+    return bool(-1.05 <= nd_right / nd_left <= -0.95)
+
+
+@njit(inline="always")
+def _band_join(
+    match: Match,
     slot_keys: NDArray[np.int64],
     keys: int,
     ws: int,
@@ -37,10 +79,8 @@ def band_join_run(
     store_ts: NDArray[np.int64],
     store_seq: NDArray[np.int64],
     bounds: NDArray[np.int64],
-    x: NDArray[np.int64],
-    y: NDArray[np.float64],
-    a: NDArray[np.int64],
-    b: NDArray[np.float64],
+    left: Columns,
+    right: Columns,
     out: NDArray[np.int64],
     stats: NDArray[np.int64],
 ) -> bool:
@@ -57,6 +97,8 @@ def band_join_run(
     index, key, partner seq, j-th match of the tuple and key); ``stats`` holds the matches
     written and the comparisons made. Stops before a tuple whose matches might not fit;
     the caller takes the matches, grows ``out`` if none were written, and calls again.
+    A pair is L tuple l and R tuple r whichever arrived last; it matches when
+    ``match(left, l, right, r)``, ``left`` and ``right`` being the columns it reads.
     """
     n_out = stats[0]
     cap = out.shape[1]
@@ -87,9 +129,9 @@ def band_join_run(
             for p in range(head, tail):
                 partner = other_seq[p]
                 if this == 0:
-                    hit = abs(x[seq] - a[partner]) <= 10 and abs(y[seq] - b[partner]) <= 10
+                    hit = match(left, seq, right, partner)
                 else:
-                    hit = abs(x[partner] - a[seq]) <= 10 and abs(y[partner] - b[seq]) <= 10
+                    hit = match(left, partner, right, seq)
                 if hit:
                     out[0, n_out] = i
                     out[1, n_out] = key
@@ -106,3 +148,81 @@ def band_join_run(
         progress[s] = run_ts.shape[0]
     stats[0] = n_out
     return True
+
+
+@njit(nogil=True, cache=True)
+def scalejoin_run(
+    slot_keys: NDArray[np.int64],
+    keys: int,
+    ws: int,
+    wa: int,
+    progress: NDArray[np.int64],
+    run_ts: NDArray[np.int64],
+    run_source: NDArray[np.int64],
+    run_seq: NDArray[np.int64],
+    store_ts: NDArray[np.int64],
+    store_seq: NDArray[np.int64],
+    bounds: NDArray[np.int64],
+    left: Columns,
+    right: Columns,
+    out: NDArray[np.int64],
+    stats: NDArray[np.int64],
+) -> bool:
+    """``_band_join`` with ScaleJoin's predicate; ``left`` = (x, y), ``right`` = (a, b)."""
+    return _band_join(
+        _scalejoin_match,
+        slot_keys,
+        keys,
+        ws,
+        wa,
+        progress,
+        run_ts,
+        run_source,
+        run_seq,
+        store_ts,
+        store_seq,
+        bounds,
+        left,
+        right,
+        out,
+        stats,
+    )
+
+
+@njit(nogil=True, cache=True)
+def hedge_run(
+    slot_keys: NDArray[np.int64],
+    keys: int,
+    ws: int,
+    wa: int,
+    progress: NDArray[np.int64],
+    run_ts: NDArray[np.int64],
+    run_source: NDArray[np.int64],
+    run_seq: NDArray[np.int64],
+    store_ts: NDArray[np.int64],
+    store_seq: NDArray[np.int64],
+    bounds: NDArray[np.int64],
+    left: Columns,
+    right: Columns,
+    out: NDArray[np.int64],
+    stats: NDArray[np.int64],
+) -> bool:
+    """``_band_join`` with hedge's predicate; each side is (symbol, price, avg_price)."""
+    return _band_join(
+        _hedge_match,
+        slot_keys,
+        keys,
+        ws,
+        wa,
+        progress,
+        run_ts,
+        run_source,
+        run_seq,
+        store_ts,
+        store_seq,
+        bounds,
+        left,
+        right,
+        out,
+        stats,
+    )

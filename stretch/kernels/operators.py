@@ -3,23 +3,30 @@
 Each class implements ``stretch.pool.CompiledOperator``: given an instance and a run of
 ready nodes it handles the data tuples for the keys the instance owns in its epoch and
 emits exactly the rows (and causes) the operator's Python functions would, so the output
-still equals ``run_sn``'s.
+still equals ``run_sn``'s. ``BandJoinKernel`` runs every band join of the catalog; a
+``BandJoin`` (``SCALEJOIN``, ``HEDGE``) says which kernel and which columns.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
+import pyarrow as pa
 from numpy.typing import NDArray
 
 from scalegate import DATA
-from stretch.kernels._band_join import COUNT, LAST, NEVER, band_join_run
+from stretch.ingest import SourceStore
+from stretch.kernels._band_join import COUNT, LAST, NEVER, hedge_run, scalejoin_run
 from stretch.oplus import OPlus
 from stretch.output_block import OutputBlock
 from stretch.reconfiguration import EpochPlan
 from stretch.schema import ColumnType
 from stretch.vsn_instance import ReadyNodes, VSNInstance
 
-__all__ = ["ForwardKernel", "ScaleJoinKernel"]
+__all__ = ["HEDGE", "SCALEJOIN", "BandJoin", "BandJoinKernel", "ForwardKernel"]
 
 UPDATED = 1  # the cause tag of rows from f_U (stretch.instance)
 
@@ -37,6 +44,14 @@ def _data(nodes: ReadyNodes, start: int, stop: int) -> tuple[NDArray[np.int64], 
 def _owned_groups(instance: VSNInstance) -> NDArray[np.bool_]:
     owned: NDArray[np.bool_] = np.asarray(instance.plan.mapping, dtype=np.int64) == instance.j
     return owned
+
+
+def _gathered(store: SourceStore, name: str, rows: NDArray[np.int64]) -> NDArray[Any] | pa.Array:
+    """Column ``name`` of the source's ``rows``; strings decoded, as an Arrow array."""
+    values = store.column(name)[rows]
+    if dict(store.schema)[name] is ColumnType.STR:
+        return store.dictionary.decode_arrow(values)
+    return values
 
 
 def _audit(instance: VSNInstance, groups: list[int]) -> None:
@@ -69,6 +84,9 @@ class ForwardKernel:
             ts, source, seq = ts[mine], source[mine], seq[mine]
         instance.emit_block(self._rows(instance, ts, source, seq))
         return seen
+
+    def advance(self, instance: VSNInstance, watermark: int) -> None:
+        """Nothing expires: forward keeps no state."""
 
     def switch(self, plan: EpochPlan) -> None:
         """Nothing to move: forward keeps no state."""
@@ -162,15 +180,50 @@ class _Slab:
         return _Slab.gather(self.slot_keys, mine, extra)
 
 
-class ScaleJoinKernel:
-    """Operator 10 with the catalog's predicate: an instance's keys in ``band_join_run``."""
+@dataclass(frozen=True)
+class BandJoin:
+    """A catalog band join as its kernel sees it.
 
-    def __init__(self, op: OPlus, keys: int) -> None:
+    Attributes:
+        run: The kernel entry point with the join's predicate (``stretch.kernels._band_join``).
+        reads: The columns the predicate reads of L and of R, in the order it takes them.
+        payload: The output payload's columns, each as (side: 0 = L, 1 = R, column).
+
+    """
+
+    run: Callable[..., bool]
+    reads: tuple[tuple[str, ...], tuple[str, ...]]
+    payload: tuple[tuple[int, str], ...]
+
+
+SCALEJOIN = BandJoin(
+    scalejoin_run,
+    (("x", "y"), ("a", "b")),
+    ((0, "x"), (0, "y"), (1, "a"), (1, "b"), (1, "c"), (1, "d")),
+)
+"""``catalog._scalejoin_match``: L (x, y), R (a, b, c, d)."""
+
+HEDGE = BandJoin(
+    hedge_run,
+    (("symbol", "price", "avg_price"),) * 2,
+    ((0, "symbol"), (0, "price"), (1, "symbol"), (1, "price")),
+)
+"""``catalog._hedge_match``: trades (symbol, price, avg_price) on both sides."""
+
+
+class BandJoinKernel:
+    """Operator 10 with a catalog predicate: an instance's keys in one kernel call per run."""
+
+    def __init__(self, op: OPlus, keys: int, join: BandJoin) -> None:
         self.op = op
         self.keys = keys
+        self.join = join
         self.groups = np.array([op.group_of(k) for k in range(keys)], dtype=np.int64)
         self.slabs: dict[int, _Slab] = {}
         self.comparisons: dict[int, int] = {}
+
+    def advance(self, instance: VSNInstance, watermark: int) -> None:
+        """Nothing to emit: a key purges its stored tuples when its next tuple arrives."""
 
     def switch(self, plan: EpochPlan) -> None:
         """Move every key's stored tuples to the slab of its owner under ``plan``.
@@ -205,13 +258,15 @@ class ScaleJoinKernel:
         slab = self.slabs[instance.j] = slab.reserve(n)
         _audit(instance, [int(self.groups[k]) for k in owned.tolist()])
         left, right = instance.shared.sources
+        reads_left = tuple(left.column(name) for name in self.join.reads[0])
+        reads_right = tuple(right.column(name) for name in self.join.reads[1])
         out = np.empty((4, 1024), dtype=np.int64)
         stats = np.zeros(2, dtype=np.int64)  # matches in out, comparisons
         progress = np.zeros(len(owned), dtype=np.int64)
         found: list[NDArray[np.int64]] = []
         done = False
         while not done:
-            done = band_join_run(
+            done = self.join.run(
                 slab.slot_keys,
                 self.keys,
                 self.op.ws_ms - 1,  # the band: the join's O+ window is one tick longer
@@ -223,10 +278,8 @@ class ScaleJoinKernel:
                 slab.ts,
                 slab.seq,
                 slab.bounds,
-                left.column("x"),
-                left.column("y"),
-                right.column("a"),
-                right.column("b"),
+                reads_left,
+                reads_right,
                 out,
                 stats,
             )
@@ -257,8 +310,7 @@ class ScaleJoinKernel:
         rows = (np.where(arrived_left, q, partner), np.where(arrived_left, partner, q))
         pool = instance.shared
         payload = [
-            pool.sources[side].column(name)[rows[side]]
-            for side, name in ((0, "x"), (0, "y"), (1, "a"), (1, "b"), (1, "c"), (1, "d"))
+            _gathered(pool.sources[side], name, rows[side]) for side, name in self.join.payload
         ]
         cause = (UPDATED, t, s, q, key, 0, j)
         instance.emit_block(OutputBlock.of_columns(pool.output_schema, t, cause, payload))

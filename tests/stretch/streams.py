@@ -47,15 +47,21 @@ def scalejoin_streams(draw: st.DrawFn) -> list[pa.Table]:
     return [left, right]
 
 
+AVG_PRICES = [100.0, 40.0]
+"""avg_price of generated trades."""
+DEVIATIONS = [-5.0, -4.0, -2.1, -2.0, -1.9, 0.0, 2.0, 4.0, 4.1, 5.0]
+"""price - avg_price of generated trades: opposite deviations of similar size, ND = 0, and
+ratios ND_R / ND_L at the ends of [-1.05, -0.95], some a rounding error either side."""
+
+
 @st.composite
 def trades(draw: st.DrawFn) -> pa.Table:
     ts = draw(sorted_ts(18))
     symbols = ["GOOG", "FB", "VOD"]
     rows = []
     for _ in ts:
-        avg = 100.0
-        # deviations of +-1..5 % so that opposite deviations of similar size occur
-        price = avg + draw(st.sampled_from([-5.0, -4.0, -2.0, 0.0, 2.0, 4.0, 4.1, 5.0]))
+        avg = draw(st.sampled_from(AVG_PRICES))
+        price = avg + draw(st.sampled_from(DEVIATIONS))
         rows.append((draw(st.sampled_from(symbols)), price, avg))
     return Schema.of(symbol="str", price="float", avg_price="float").table(ts, rows)
 

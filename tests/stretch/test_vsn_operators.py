@@ -7,10 +7,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stretch.catalog import build
+from stretch.catalog import TRADES, build
+from stretch.kernels import compile_operator
+from stretch.kernels.operators import BandJoinKernel
 from stretch.oplus import OPlus
 from stretch.sn import run_sn
-from tests.stretch.streams import forward_streams, scalejoin_streams, trades, tweets, typed_streams
+from tests.stretch.streams import (
+    AVG_PRICES,
+    DEVIATIONS,
+    forward_streams,
+    scalejoin_streams,
+    trades,
+    tweets,
+    typed_streams,
+)
 from tests.stretch.vsn_support import Step, no_thread_leak, run_schedule
 
 __all__ = ["no_thread_leak"]
@@ -99,7 +109,7 @@ def test_forward_copies_every_column_type(tables: list[pa.Table], data: st.DataO
     assert out.equals(run_sn(op, tables))
 
 
-@pytest.mark.parametrize("name", ["scalejoin", "forward"])
+@pytest.mark.parametrize("name", ["scalejoin", "hedge", "forward"])
 @settings(max_examples=6, deadline=None)
 @given(data=st.data())
 def test_generic_path_equals_compiled_path(name: str, data: st.DataObject) -> None:
@@ -114,3 +124,68 @@ def test_generic_path_equals_compiled_path(name: str, data: st.DataObject) -> No
     generic, _ = run_schedule(op, tables, 2, 4, schedule, compiled=False)
     assert compiled.equals(generic)
     assert compiled.equals(run_sn(op, tables))
+
+
+@pytest.mark.parametrize("name", ["scalejoin", "hedge"])
+def test_band_joins_run_compiled(name: str) -> None:
+    for params in (PARAMS[name], {}):
+        assert isinstance(compile_operator(build(name, params)), BandJoinKernel)
+
+
+@settings(max_examples=20, deadline=None)
+@given(table=trades(), ws=st.integers(1, 60), data=st.data())
+def test_hedge_kernel_equals_sn(table: pa.Table, ws: int, data: st.DataObject) -> None:
+    """Small bands over trades with ties and repeated symbols, static and reconfigured."""
+    op = build("hedge", {"ws": ws, "keys": 3})
+    tables = [table, table]
+    reference = run_sn(op, tables)
+    for m in (1, 2, 3):
+        out, pipeline = run_schedule(op, tables, m, 3, [])
+        assert isinstance(pipeline.pool.compiled, BandJoinKernel)
+        assert out.equals(reference), m
+    schedule = data.draw(schedules(op, tables))
+    out, _ = run_schedule(op, tables, data.draw(st.integers(1, 3)), MAX_PARALLELISM, schedule)
+    assert out.equals(reference)
+
+
+def test_hedge_kernel_edge_cases() -> None:
+    """ND = 0 on either side, equal symbols, pairs exactly WS and WS + 1 apart (WS 10)."""
+    table = TRADES.table(
+        [0, 0, 4, 10, 21, 31],
+        [
+            ("GOOG", 50.0, 50.0),  # ND 0: no pair as L (ND_L = 0) or as R (ratio -0.0)
+            ("FB", 105.0, 100.0),  # +5 %
+            ("FB", 95.0, 100.0),  # -5 %, but the same symbol as the +5 % FB
+            ("VOD", 23.75, 25.0),  # -5 %, exactly WS after the +5 % FB: a hedge
+            ("MA", 105.0, 100.0),  # +5 %, WS + 1 after VOD: none
+            ("GOOG", 190.0, 200.0),  # -5 %, exactly WS after MA: a hedge
+        ],
+    )
+    op = build("hedge", {"ws": 10, "keys": 3})
+    expected = [
+        (10, "VOD", 23.75, "FB", 105.0),  # the tuple arrives as L (source 0) first
+        (10, "FB", 105.0, "VOD", 23.75),
+        (31, "GOOG", 190.0, "MA", 105.0),
+        (31, "MA", 105.0, "GOOG", 190.0),
+    ]
+    reference = run_sn(op, [table, table])
+    assert [tuple(row.values()) for row in reference.to_pylist()] == expected
+    for m in (1, 2, 3):
+        out, _ = run_schedule(op, [table, table], m, 3, [(10, 1 + m % 3, None)])
+        assert out.equals(reference), m
+
+
+def test_hedge_kernel_ratios_round_as_the_reference() -> None:
+    """Every pair of generated deviations, within WS: the same floats decide each ratio."""
+    rows = [
+        (symbol, avg + deviation, avg)
+        for symbol in ("GOOG", "FB")
+        for avg in AVG_PRICES
+        for deviation in DEVIATIONS
+    ]
+    table = TRADES.table(list(range(len(rows))), rows)
+    op = build("hedge", {"ws": len(rows), "keys": 3})
+    reference = run_sn(op, [table, table])
+    for m in (1, 2):
+        out, _ = run_schedule(op, [table, table], m, 2, [])
+        assert out.equals(reference), m
