@@ -25,15 +25,17 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 from numpy.typing import NDArray
 
 from stretch import catalog
 from stretch.ingest import SourceStore
-from stretch.instance import EXPIRED, OutputRow
+from stretch.instance import EXPIRED
 from stretch.kernels._aggregate import CREATED, lookup_codes, pair_codes, update_window
 from stretch.kernels._hashing import build_index, index_size, insert
 from stretch.kernels._runs import audit_groups, data_nodes, owned_groups
 from stretch.oplus import OPlus
+from stretch.output_block import OutputBlock
 from stretch.reconfiguration import EpochPlan
 from stretch.vsn_instance import ReadyNodes, VSNInstance
 
@@ -279,14 +281,17 @@ class AggregateKernel:
             self._emit(instance, l + ws, mine.pop(l).entries())
 
     def _emit(self, instance: VSNInstance, ts: int, entries: _Entries) -> None:
-        """The rows f_O gives for a window's entries, with their causes."""
+        """The rows f_O gives for a window's entries, as one block in cause order."""
+        c_ts, c_source, c_seq, c_index = entries.created
+        order = np.lexsort((c_index, c_seq, c_source, c_ts))
         strings = self.keys.strings
-        created = entries.created.tolist()
-        for key, value, c_ts, c_source, c_seq, c_index in zip(
-            entries.keys.tolist(), entries.values.tolist(), *created, strict=True
-        ):
-            cause = (EXPIRED, c_ts, c_source, c_seq, c_index, 0)
-            instance.emit_row(OutputRow(ts, (strings[key], value), cause))
+        keys = pa.array([strings[k] for k in entries.keys[order].tolist()], pa.string())
+        cause = (EXPIRED, c_ts[order], c_source[order], c_seq[order], c_index[order], 0, 0)
+        schema = instance.shared.output_schema
+        ends = np.full(order.shape[0], ts, dtype=np.int64)
+        instance.emit_block(
+            OutputBlock.of_columns(schema, ends, cause, [keys, entries.values[order]])
+        )
 
     def switch(self, plan: EpochPlan) -> None:
         """Move every entry to its key's owner under ``plan`` (no instance is running).

@@ -17,9 +17,10 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from scalegate import DATA
 from stretch.ingest import SourceStore
+from stretch.instance import UPDATED
 from stretch.kernels._band_join import COUNT, LAST, NEVER, hedge_run, scalejoin_run
+from stretch.kernels._runs import audit_groups, data_nodes, owned_groups
 from stretch.oplus import OPlus
 from stretch.output_block import OutputBlock
 from stretch.reconfiguration import EpochPlan
@@ -28,37 +29,12 @@ from stretch.vsn_instance import ReadyNodes, VSNInstance
 
 __all__ = ["HEDGE", "SCALEJOIN", "BandJoin", "BandJoinKernel", "ForwardKernel"]
 
-UPDATED = 1  # the cause tag of rows from f_U (stretch.instance)
-
-
-def _data(nodes: ReadyNodes, start: int, stop: int) -> tuple[NDArray[np.int64], ...]:
-    kind = nodes.kind[start:stop]
-    mask = kind == DATA
-    return (
-        nodes.ts[start:stop][mask],
-        nodes.source[start:stop][mask],
-        nodes.payload[start:stop][mask],
-    )
-
-
-def _owned_groups(instance: VSNInstance) -> NDArray[np.bool_]:
-    owned: NDArray[np.bool_] = np.asarray(instance.plan.mapping, dtype=np.int64) == instance.j
-    return owned
-
-
 def _gathered(store: SourceStore, name: str, rows: NDArray[np.int64]) -> NDArray[Any] | pa.Array:
     """Column ``name`` of the source's ``rows``; strings decoded, as an Arrow array."""
     values = store.column(name)[rows]
     if dict(store.schema)[name] is ColumnType.STR:
         return store.dictionary.decode_arrow(values)
     return values
-
-
-def _audit(instance: VSNInstance, groups: list[int]) -> None:
-    audit = instance.shared.audit
-    if audit is not None:
-        for group in groups:
-            audit.touch(instance.plan.epoch, group, instance.j)
 
 
 class ForwardKernel:
@@ -72,14 +48,14 @@ class ForwardKernel:
 
     def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
         """Emit the rows of the owned tuples of the run; return the data tuples seen."""
-        ts, source, seq = _data(nodes, start, stop)
+        ts, source, seq = data_nodes(nodes, start, stop)
         seen = int(ts.shape[0])
         if seen == 0:
             return 0
         groups = (seq % self.keys) % self.op.key_groups
         mine = self._mapping(instance.plan)[groups] == instance.j
         if instance.shared.audit is not None:
-            _audit(instance, np.unique(groups[mine]).tolist())
+            audit_groups(instance, np.unique(groups[mine]).tolist())
         if not mine.all():
             ts, source, seq = ts[mine], source[mine], seq[mine]
         instance.emit_block(self._rows(instance, ts, source, seq))
@@ -247,16 +223,16 @@ class BandJoinKernel:
 
     def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
         """Join the run's tuples for the instance's keys; return the data tuples seen."""
-        ts, source, seq = _data(nodes, start, stop)
+        ts, source, seq = data_nodes(nodes, start, stop)
         n = int(ts.shape[0])
         if n == 0:
             return 0
-        owned = np.flatnonzero(_owned_groups(instance)[self.groups])
+        owned = np.flatnonzero(owned_groups(instance)[self.groups])
         # Before the first switch nothing is stored yet, so a slab starts empty.
         slab = self.slabs.get(instance.j) or _Slab(owned)
         assert np.array_equal(slab.slot_keys, owned), "a slab out of step with the mapping"
         slab = self.slabs[instance.j] = slab.reserve(n)
-        _audit(instance, [int(self.groups[k]) for k in owned.tolist()])
+        audit_groups(instance, [int(self.groups[k]) for k in owned.tolist()])
         left, right = instance.shared.sources
         reads_left = tuple(left.column(name) for name in self.join.reads[0])
         reads_right = tuple(right.column(name) for name in self.join.reads[1])
