@@ -46,7 +46,8 @@ def bare_kernel(tables: list[pa.Table], ws: int) -> dict[str, float]:
     out = np.empty((4, 1 << 20), np.int64)
     stats = np.zeros(2, np.int64)
     start = time.perf_counter()
-    args = (ts, src, seq, store_ts, store_seq, bounds, (x, y), (a, b), out, stats)
+    bases = np.zeros(2, np.int64)  # the columns hold every row from seq 0
+    args = (ts, src, seq, store_ts, store_seq, bounds, (x, y), (a, b), bases, out, stats)
     assert scalejoin_run(one_key, 1, ws, 1, np.zeros(1, np.int64), *args), "out is too small"
     elapsed = time.perf_counter() - start
     return {"comparisons_per_s": int(stats[1]) / elapsed, "seconds": elapsed}

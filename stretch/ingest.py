@@ -6,11 +6,16 @@ rejected, never merged out of order), gives each row its per-source sequence num
 ``seq`` of the total order, decision 2) and keeps the rows so that the ESG's opaque int64
 payload can name a row by that number. Columns are kept as NumPy arrays for the compiled
 kernels; ``StreamTuple``s are built on demand for the generic (Python O+) path.
+
+Rows no instance can read any more are dropped (``trim``), so a long-running source holds
+only about a window of rows. Readers take a ``SourceRows`` snapshot (``rows()``) after
+they got the sequence numbers they look up; row ``seq`` is at ``seq - base`` in it.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,7 +28,24 @@ from stretch.oplus import StreamTuple
 from stretch.reorder import ReorderBuffer
 from stretch.schema import ColumnType, Schema
 
-__all__ = ["SourceStore"]
+__all__ = ["SourceRows", "SourceStore"]
+
+
+@dataclass(frozen=True)
+class SourceRows:
+    """The rows a source holds, from sequence number ``base``: row seq is at ``seq - base``.
+
+    A snapshot: a trim or a reallocation publishes a new one, and appends write past the
+    rows it was taken with, so it stays valid for every row it held or was told about.
+    """
+
+    base: int
+    ts: NDArray[np.int64]
+    columns: dict[str, NDArray[Any]]
+
+    def column(self, name: str) -> NDArray[Any]:
+        """A payload column (strings as codes), row seq at ``seq - base``."""
+        return self.columns[name]
 
 
 class SourceStore:
@@ -56,14 +78,8 @@ class SourceStore:
         self.watermark: int | None = None
         self.closed = False
         self._length = 0
-        self._ts = np.empty(0, dtype=np.int64)
-        self._columns: dict[str, NDArray[Any]] = {
-            name: np.empty(
-                0, dtype=np.int32 if kind is ColumnType.STR else kind.arrow.to_pandas_dtype()
-            )
-            for name, kind in schema
-        }
-        self._tuples: list[StreamTuple] = []
+        self._rows = self._allocate(0, 0)
+        self._tuples: tuple[int, list[StreamTuple]] = (0, [])  # (base, StreamTuples)
         self._tuple_lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -100,62 +116,88 @@ class SourceStore:
             raise LateTupleError(msg)
         start = self._length
         stop = start + len(ts)
-        if stop > self._ts.shape[0]:
-            self._grow(stop)
-        self._ts[start:stop] = ts
+        rows = self._rows
+        if stop - rows.base > rows.ts.shape[0]:
+            rows = self._moved(rows.base, 2 * (stop - rows.base))
+        rows.ts[start - rows.base : stop - rows.base] = ts
         for name in self.schema.names:
-            self._columns[name][start:stop] = batch.columns[name]
+            rows.columns[name][start - rows.base : stop - rows.base] = batch.columns[name]
         self._length = stop
         self.last_ts = int(ts[-1])
         return ts, np.arange(start, stop, dtype=np.int64)
 
-    def _grow(self, needed: int) -> None:
-        """Reallocate the columns with doubled capacity (amortised O(1) per row).
+    def rows(self) -> SourceRows:
+        """The rows held now (valid for every sequence number added so far from ``base``)."""
+        return self._rows
 
-        Readers holding the old arrays still see every row they were told about.
+    def trim(self, before_ts: int, min_rows: int) -> int:
+        """Drop the rows with ``ts < before_ts`` if there are at least ``min_rows``.
+
+        The caller holds ``self.lock`` and guarantees that no reader looks those rows up
+        any more. Returns the new ``base``. O(rows kept) when it trims.
         """
-        capacity = max(needed, 2 * self._ts.shape[0], 1024)
-        ts = np.empty(capacity, dtype=np.int64)
-        ts[: self._length] = self._ts[: self._length]
+        rows = self._rows
+        held = rows.ts[: self._length - rows.base]
+        drop = int(np.searchsorted(held, before_ts, side="left"))
+        if drop >= max(min_rows, 1):
+            self._moved(rows.base + drop, 2 * (held.shape[0] - drop))
+            with self._tuple_lock:
+                base, tuples = self._tuples
+                self._tuples = (rows.base + drop, tuples[rows.base + drop - base :])
+        return self._rows.base
+
+    def _moved(self, base: int, capacity: int) -> SourceRows:
+        """Publish new arrays holding rows ``base..`` with room for ``capacity`` rows."""
+        old = self._rows
+        new = self._allocate(base, max(capacity, 1024))
+        kept = slice(base - old.base, self._length - old.base)
+        new.ts[: self._length - base] = old.ts[kept]
         for name in self.schema.names:
-            old = self._columns[name]
-            new = np.empty(capacity, dtype=old.dtype)
-            new[: self._length] = old[: self._length]
-            self._columns[name] = new
-        self._ts = ts
+            new.columns[name][: self._length - base] = old.columns[name][kept]
+        self._rows = new
+        return new
 
-    def column(self, name: str) -> NDArray[Any]:
-        """A payload column by sequence number (strings as codes); valid up to len(self)."""
-        return self._columns[name]
-
-    @property
-    def ts(self) -> NDArray[np.int64]:
-        """Event times by sequence number; valid up to len(self)."""
-        return self._ts
+    def _allocate(self, base: int, capacity: int) -> SourceRows:
+        return SourceRows(
+            base,
+            np.empty(capacity, dtype=np.int64),
+            {
+                name: np.empty(
+                    capacity,
+                    dtype=np.int32 if kind is ColumnType.STR else kind.arrow.to_pandas_dtype(),
+                )
+                for name, kind in self.schema
+            },
+        )
 
     def tuple_at(self, seq: int) -> StreamTuple:
         """The ``StreamTuple`` of row ``seq`` (built once, shared by every instance)."""
-        tuples = self._tuples
-        if seq < len(tuples):
-            return tuples[seq]
+        base, tuples = self._tuples
+        if 0 <= seq - base < len(tuples):
+            return tuples[seq - base]
         with self._tuple_lock:
-            count = len(self._tuples)
+            base, tuples = self._tuples
+            if seq < base:
+                msg = f"{self.where}: row {seq} was trimmed (rows from {base} are held)"
+                raise LookupError(msg)
+            count = base + len(tuples)
             if seq >= count:
-                stop = len(self)
+                rows, stop = self._rows, len(self)
+                held = slice(count - rows.base, stop - rows.base)
                 decoded: dict[str, list[Any]] = {}
                 for name, kind in self.schema:
-                    values = self._columns[name][count:stop]
+                    values = rows.columns[name][held]
                     decoded[name] = (
                         self.dictionary.decode(values)
                         if kind is ColumnType.STR
                         else values.tolist()
                     )
                 names = self.schema.names
-                ts = self._ts[count:stop].tolist()
-                self._tuples.extend(
+                ts = rows.ts[held].tolist()
+                tuples.extend(
                     StreamTuple(
                         int(ts[i]), self.source, count + i, {n: decoded[n][i] for n in names}
                     )
                     for i in range(stop - count)
                 )
-            return self._tuples[seq]
+            return tuples[seq - base]

@@ -40,6 +40,9 @@ logger = logging.getLogger(__name__)
 ADD_CHUNK = 4096
 """Rows per ESG_in ``add_batch`` call, so a big table never waits for the whole gate."""
 
+TRIM_ROWS = 1 << 16
+"""A source drops rows no instance reads any more once it can drop this many at once."""
+
 
 class Pipeline:
     """One O+ operator run with VSN parallelism: n pool threads, m of them connected.
@@ -114,6 +117,7 @@ class Pipeline:
             self.audit,
             self._on_switch,
         )
+        self.trim_rows = TRIM_ROWS
         self.log = OutputLog(self.pool.output_schema)
         self._latest = first
         self._reconfigure_lock = threading.Lock()
@@ -176,6 +180,9 @@ class Pipeline:
                 self.esg_in.add_batch(
                     store.source, ts[start : start + ADD_CHUNK], seqs[start : start + ADD_CHUNK]
                 )
+            horizon = self.pool.trim_horizon()
+            if horizon is not None:
+                store.trim(horizon, self.trim_rows)
         released = store.reorder.released
         if released > (store.watermark if store.watermark is not None else -END_OF_INPUT):
             self.esg_in.add_watermark(store.source, released)

@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stretch.errors import ReconfigurationError, StretchError
-from stretch.oplus import OPlus
+from stretch.oplus import END_OF_INPUT, OPlus
 from stretch.output_block import OutputBlock
 from stretch.reconfiguration import EpochBarrier, EpochPlan, ReconfigurationRecord
 from stretch.vsn_instance import ReadyNodes, StartPackage, VSNInstance
@@ -177,6 +177,20 @@ class InstancePool:
         """Wake the connected instances (new input is ready)."""
         for j in range(self.current.parallelism):
             self.instances[j].wake.set()
+
+    def trim_horizon(self) -> int | None:
+        """The ts below which no instance will look up an input row again, if known.
+
+        An instance reads rows at or after its watermark (the tuples it has yet to take
+        from ESG_in), and a join looks back one window (WS + 1) from there; a provisioned
+        instance not started yet reads from its start watermark. One window and one
+        advance more are kept as a margin.
+        """
+        marks = [i.reading_from() for i in self.instances]
+        known = [m for m in marks if m is not None]
+        if not known or min(known) <= -END_OF_INPUT:
+            return None
+        return min(known) - self.op.ws_ms - self.op.wa_ms - 1
 
     def store_block(self, block: OutputBlock) -> int:
         """Keep a block until the drainer takes its rows; return its first row's id.

@@ -123,6 +123,7 @@ class VSNInstance:
         self.tuples_out = 0
         self.wake = threading.Event()
         self._start: StartPackage | None = None
+        self._pending_from: int | None = None  # a provisioned instance's start watermark
         self._rows: list[OutputRow] = []
         self._blocks: list[OutputBlock] = []
         self._released = -END_OF_INPUT
@@ -135,8 +136,16 @@ class VSNInstance:
 
     def provision(self, package: StartPackage) -> None:
         """Hand the thread what it starts from; it connects on its next loop (Cond. 1)."""
+        self._pending_from = package.watermark  # first: reading_from() never sees a gap
         self._start = package
         self.wake.set()
+
+    def reading_from(self) -> int | None:
+        """The watermark from which the instance reads input, or None if it reads none."""
+        pending = self._pending_from
+        if pending is not None:
+            return pending
+        return self.oplus.watermark if self.connected else None
 
     def take_output(self) -> list[OutputBlock]:
         """Remove and return the rows not yet released (a decommissioned instance's)."""
@@ -206,6 +215,7 @@ class VSNInstance:
         self.oplus.set_owned_groups(groups_of(self.plan.mapping, self.j))
         self._released = package.watermark
         self.connected = True
+        self._pending_from = None  # before any barrier: no later provision is cleared
         if len(package.backlog):
             self._process(package.backlog, 0)
 

@@ -90,6 +90,7 @@ def update_window(
     run_ts: NDArray[np.int64],
     run_source: NDArray[np.int64],
     run_seq: NDArray[np.int64],
+    run_rows: NDArray[np.int64],
     key_offsets: NDArray[np.int64],
     key_numbers: NDArray[np.int64],
     key_groups: NDArray[np.int64],
@@ -104,18 +105,20 @@ def update_window(
 ) -> int:
     """Apply run tuples ``lo..hi`` (all in this window) to the window's owned keys.
 
+    Tuple i's keys and length are at ``run_rows[i]`` in ``key_offsets`` and ``lengths``.
+
     The window's table holds ``count[0]`` entries: ``keys``, ``values`` and ``created``
     (``CREATED`` rows), found by key number through the hash index ``slots``. A new
     entry starts at 0 (the catalog's new_state) and records the tuple that created it;
-    then the value becomes ``value + 1`` (count) or ``max(value, lengths[seq])`` (longest tweet).
+    then the value becomes ``value + 1`` (count) or ``max(value, length)`` (longest tweet).
     Returns the tuple it stopped before: ``hi`` when done, earlier when the next tuple's
     keys might not fit (the caller grows the arrays and calls again from there).
     """
     n = count[0]
     capacity = min(keys.shape[0], slots.shape[0] // 2)
     for i in range(lo, hi):
-        seq = run_seq[i]
-        first, last = key_offsets[seq], key_offsets[seq + 1]
+        seq, row = run_seq[i], run_rows[i]
+        first, last = key_offsets[row], key_offsets[row + 1]
         if n + (last - first) > capacity:
             count[0] = n
             return i
@@ -135,7 +138,7 @@ def update_window(
                 created[2, e] = seq
                 created[3, e] = p - first
             if take_max:
-                values[e] = max(values[e], lengths[seq])
+                values[e] = max(values[e], lengths[row])
             else:
                 values[e] += 1
     count[0] = n

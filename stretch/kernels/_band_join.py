@@ -81,6 +81,7 @@ def _band_join(
     bounds: NDArray[np.int64],
     left: Columns,
     right: Columns,
+    bases: NDArray[np.int64],
     out: NDArray[np.int64],
     stats: NDArray[np.int64],
 ) -> bool:
@@ -98,7 +99,8 @@ def _band_join(
     written and the comparisons made. Stops before a tuple whose matches might not fit;
     the caller takes the matches, grows ``out`` if none were written, and calls again.
     A pair is L tuple l and R tuple r whichever arrived last; it matches when
-    ``match(left, l, right, r)``, ``left`` and ``right`` being the columns it reads.
+    ``match(left, l - bases[0], right, r - bases[1])``, ``left`` and ``right`` being the
+    columns it reads, which hold the rows from sequence number ``bases[side]`` on.
     """
     n_out = stats[0]
     cap = out.shape[1]
@@ -129,9 +131,9 @@ def _band_join(
             for p in range(head, tail):
                 partner = other_seq[p]
                 if this == 0:
-                    hit = match(left, seq, right, partner)
+                    hit = match(left, seq - bases[0], right, partner - bases[1])
                 else:
-                    hit = match(left, partner, right, seq)
+                    hit = match(left, partner - bases[0], right, seq - bases[1])
                 if hit:
                     out[0, n_out] = i
                     out[1, n_out] = key
@@ -165,6 +167,7 @@ def scalejoin_run(
     bounds: NDArray[np.int64],
     left: Columns,
     right: Columns,
+    bases: NDArray[np.int64],
     out: NDArray[np.int64],
     stats: NDArray[np.int64],
 ) -> bool:
@@ -184,6 +187,7 @@ def scalejoin_run(
         bounds,
         left,
         right,
+        bases,
         out,
         stats,
     )
@@ -204,6 +208,7 @@ def hedge_run(
     bounds: NDArray[np.int64],
     left: Columns,
     right: Columns,
+    bases: NDArray[np.int64],
     out: NDArray[np.int64],
     stats: NDArray[np.int64],
 ) -> bool:
@@ -223,6 +228,7 @@ def hedge_run(
         bounds,
         left,
         right,
+        bases,
         out,
         stats,
     )

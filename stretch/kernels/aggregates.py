@@ -39,19 +39,36 @@ from stretch.output_block import OutputBlock
 from stretch.reconfiguration import EpochPlan
 from stretch.vsn_instance import ReadyNodes, VSNInstance
 
-__all__ = ["AggregateKernel", "KeyTable", "aggregate_kernel"]
+__all__ = ["AggregateKernel", "KeyRows", "KeyTable", "aggregate_kernel"]
+
+_NONE = np.empty(0, dtype=np.int64)
 
 _ALL_PAIRS = 2**31
 """paircount's b = inf: every pair of the tweet (longer than any tweet)."""
 
 
-class KeyTable:
-    """f_MK of every row read so far, as key numbers, and each key's string and group.
+@dataclass(frozen=True)
+class KeyRows:
+    """f_MK of rows ``base..end-1``: row seq's keys, its tweet's length.
 
-    Row r's keys are ``numbers[offsets[r]:offsets[r + 1]]`` in f_MK's order and
-    ``lengths[r]`` is its tweet's length in characters (longest_tweet's value), for
-    ``r < rows``. The arrays grow by doubling and only ever get new rows appended, so a
-    reader holding an older array still sees every row it was told about.
+    Row seq's key numbers are ``numbers[offsets[i]:offsets[i + 1]]`` for ``i = seq -
+    base``, in f_MK's order, and ``lengths[i]`` is its tweet's length in characters
+    (longest_tweet's value). A snapshot: later rows are written past ``end``.
+    """
+
+    base: int
+    end: int
+    offsets: NDArray[np.int64]
+    numbers: NDArray[np.int64]
+    lengths: NDArray[np.int64]
+
+
+class KeyTable:
+    """f_MK of the rows read so far, as key numbers, and each key's string and group.
+
+    ``read`` numbers the keys of new rows once, for every instance, and drops the rows
+    the source dropped (no instance reads them any more). Arrays grow by doubling and
+    rows are only ever appended, so a ``KeyRows`` snapshot stays valid.
 
     Args:
         op: The operator (its key groups and f_mu).
@@ -66,10 +83,7 @@ class KeyTable:
         self.b = b
         self.strings: list[str] = []
         self.groups = np.empty(0, dtype=np.int64)
-        self.offsets = np.zeros(1, dtype=np.int64)
-        self.numbers = np.empty(0, dtype=np.int64)
-        self.lengths = np.empty(0, dtype=np.int64)
-        self.rows = 0
+        self._rows = KeyRows(0, 0, np.zeros(1, dtype=np.int64), _NONE, _NONE)
         self._key_numbers: dict[str, int] = {}
         self._tokens: dict[str, int] = {}
         self._token_strings: list[str] = []
@@ -77,26 +91,32 @@ class KeyTable:
         self._code_slots = build_index(self._codes, 0, index_size(0))
         self._lock = threading.Lock()
 
-    def read(self, store: SourceStore, upto: int) -> None:
-        """Compute the keys of rows ``rows..upto`` of ``store`` (once, by one caller)."""
-        if upto <= self.rows:
-            return
+    def read(self, store: SourceStore, upto: int) -> KeyRows:
+        """The keys of rows up to ``upto`` of ``store``, computing those not read yet."""
+        rows = self._rows
+        if upto <= rows.end:
+            return rows
         with self._lock:
-            start = self.rows
-            if upto <= start:
-                return
-            texts = store.dictionary.decode(store.column("tweet")[start:upto])
-            if self.kind == "pairs":
-                numbers, counts = self._pairs(texts)
-            else:
-                numbers, counts = self._keys(texts)
-            used = int(self.offsets[start])
-            self.numbers = _put(self.numbers, used, numbers)
-            self.lengths = _put(
-                self.lengths, start, np.fromiter(map(len, texts), np.int64, len(texts))
+            rows = self._rows
+            if upto <= rows.end:
+                return rows
+            held = store.rows()
+            start = rows.end
+            texts = store.dictionary.decode(
+                held.column("tweet")[start - held.base : upto - held.base]
             )
-            self.offsets = _put(self.offsets, start + 1, used + np.cumsum(counts))
-            self.rows = upto  # published last: the rows above are complete
+            numbers, counts = self._pairs(texts) if self.kind == "pairs" else self._keys(texts)
+            rows = _dropped(rows, min(held.base, start))
+            at = start - rows.base
+            used = int(rows.offsets[at])
+            self._rows = KeyRows(
+                rows.base,
+                upto,
+                _put(rows.offsets, at + 1, used + np.cumsum(counts)),
+                _put(rows.numbers, used, numbers),
+                _put(rows.lengths, at, np.fromiter(map(len, texts), np.int64, len(texts))),
+            )
+            return self._rows
 
     def _keys(self, texts: list[str]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """Words or hashtags: f_MK in Python (a dict lookup per token)."""
@@ -152,6 +172,28 @@ class KeyTable:
         self.strings.append(key)
         self.groups = _put(self.groups, number, np.array([self.op.group_of(key)]))
         return number
+
+
+def _keys_of(rows: KeyRows, at: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The key numbers of rows ``at`` (indexes into ``rows``), for the ownership audit."""
+    parts = [rows.numbers[rows.offsets[i] : rows.offsets[i + 1]] for i in at.tolist()]
+    return np.concatenate(parts) if parts else _NONE
+
+
+def _dropped(rows: KeyRows, base: int) -> KeyRows:
+    """``rows`` without the rows before ``base`` (itself if there are none)."""
+    drop = base - rows.base
+    if drop <= 0:
+        return rows
+    kept = rows.end - rows.base
+    first, last = int(rows.offsets[drop]), int(rows.offsets[kept])
+    return KeyRows(
+        base,
+        rows.end,
+        rows.offsets[drop : kept + 1] - first,
+        rows.numbers[first:last].copy(),
+        rows.lengths[drop:kept].copy(),
+    )
 
 
 def _put(array: NDArray[np.int64], at: int, values: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -238,11 +280,12 @@ class AggregateKernel:
         if ts.shape[0] == 0:
             return 0
         (store,) = instance.shared.sources
-        self.keys.read(store, int(seq.max()) + 1)
-        table = self.keys
+        rows = self.keys.read(store, int(seq.max()) + 1)
+        at = seq - rows.base
+        groups = self.keys.groups
         owned = owned_groups(instance)
         if instance.shared.audit is not None:
-            touched = table.groups[self._run_keys(seq)]
+            touched = groups[_keys_of(rows, at)]
             audit_groups(instance, np.unique(touched[owned[touched]]).tolist())
         mine = self.windows.setdefault(instance.j, {})
         op = self.op
@@ -251,8 +294,8 @@ class AggregateKernel:
             window = mine.get(l) or _Window.of(_NO_ENTRIES)
             while lo < hi:
                 lo = update_window(
-                    lo, hi, ts, source, seq, table.offsets, table.numbers, table.groups,
-                    owned, table.lengths, self.take_max, window.slots, window.keys,
+                    lo, hi, ts, source, seq, at, rows.offsets, rows.numbers, groups,
+                    owned, rows.lengths, self.take_max, window.slots, window.keys,
                     window.values, window.created, window.count,
                 )  # fmt: skip
                 if lo < hi:
@@ -264,12 +307,6 @@ class AggregateKernel:
     def window_sets(self) -> int:
         """The window sets held: entries of every instance's tables."""
         return sum(w.size for mine in self.windows.values() for w in mine.values())
-
-    def _run_keys(self, seq: NDArray[np.int64]) -> NDArray[np.int64]:
-        """The key numbers of the rows ``seq`` (for the ownership audit)."""
-        offsets, numbers = self.keys.offsets, self.keys.numbers
-        parts = [numbers[offsets[q] : offsets[q + 1]] for q in seq.tolist()]
-        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
     def advance(self, instance: VSNInstance, watermark: int) -> None:
         """Emit and drop the instance's windows that ended by ``watermark`` (L15-17)."""

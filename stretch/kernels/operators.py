@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from stretch.ingest import SourceStore
+from stretch.ingest import SourceRows, SourceStore
 from stretch.instance import UPDATED
 from stretch.kernels._band_join import COUNT, LAST, NEVER, hedge_run, scalejoin_run
 from stretch.kernels._runs import audit_groups, data_nodes, owned_groups
@@ -29,9 +29,12 @@ from stretch.vsn_instance import ReadyNodes, VSNInstance
 
 __all__ = ["HEDGE", "SCALEJOIN", "BandJoin", "BandJoinKernel", "ForwardKernel"]
 
-def _gathered(store: SourceStore, name: str, rows: NDArray[np.int64]) -> NDArray[Any] | pa.Array:
+
+def _gathered(
+    store: SourceStore, held: SourceRows, name: str, rows: NDArray[np.int64]
+) -> NDArray[Any] | pa.Array:
     """Column ``name`` of the source's ``rows``; strings decoded, as an Arrow array."""
-    values = store.column(name)[rows]
+    values = held.column(name)[rows - held.base]
     if dict(store.schema)[name] is ColumnType.STR:
         return store.dictionary.decode_arrow(values)
     return values
@@ -86,19 +89,19 @@ class ForwardKernel:
         pool = instance.shared
         sources = pool.sources
         picks = [
-            (store, pick, seq[pick])
+            (store.rows(), pick, seq[pick])
             for s, store in enumerate(sources)
             if (pick := np.flatnonzero(source == s)).size
         ]
         payload = []
         for name, kind in self.op.output:
             if len(picks) == 1:
-                store, _, rows = picks[0]
-                values = store.column(name)[rows]
+                held, _, rows = picks[0]
+                values = held.column(name)[rows - held.base]
             else:
-                values = np.empty(len(seq), dtype=sources[0].column(name).dtype)
-                for store, pick, rows in picks:
-                    values[pick] = store.column(name)[rows]
+                values = np.empty(len(seq), dtype=sources[0].rows().column(name).dtype)
+                for held, pick, rows in picks:
+                    values[pick] = held.column(name)[rows - held.base]
             payload.append(
                 sources[0].dictionary.decode_arrow(values) if kind is ColumnType.STR else values
             )
@@ -233,9 +236,10 @@ class BandJoinKernel:
         assert np.array_equal(slab.slot_keys, owned), "a slab out of step with the mapping"
         slab = self.slabs[instance.j] = slab.reserve(n)
         audit_groups(instance, [int(self.groups[k]) for k in owned.tolist()])
-        left, right = instance.shared.sources
-        reads_left = tuple(left.column(name) for name in self.join.reads[0])
-        reads_right = tuple(right.column(name) for name in self.join.reads[1])
+        held = tuple(store.rows() for store in instance.shared.sources)
+        reads_left = tuple(held[0].column(name) for name in self.join.reads[0])
+        reads_right = tuple(held[1].column(name) for name in self.join.reads[1])
+        bases = np.array([held[0].base, held[1].base], dtype=np.int64)
         out = np.empty((4, 1024), dtype=np.int64)
         stats = np.zeros(2, dtype=np.int64)  # matches in out, comparisons
         progress = np.zeros(len(owned), dtype=np.int64)
@@ -256,6 +260,7 @@ class BandJoinKernel:
                 slab.bounds,
                 reads_left,
                 reads_right,
+                bases,
                 out,
                 stats,
             )
@@ -268,12 +273,13 @@ class BandJoinKernel:
         if found:
             matches = np.concatenate(found, axis=1)
             order = np.lexsort((matches[3], matches[1], matches[0]))
-            self._emit(instance, ts, source, seq, matches[:, order])
+            self._emit(instance, held, ts, source, seq, matches[:, order])
         return n
 
     def _emit(
         self,
         instance: VSNInstance,
+        held: tuple[SourceRows, ...],
         ts: NDArray[np.int64],
         source: NDArray[np.int64],
         seq: NDArray[np.int64],
@@ -286,7 +292,8 @@ class BandJoinKernel:
         rows = (np.where(arrived_left, q, partner), np.where(arrived_left, partner, q))
         pool = instance.shared
         payload = [
-            _gathered(pool.sources[side], name, rows[side]) for side, name in self.join.payload
+            _gathered(pool.sources[side], held[side], name, rows[side])
+            for side, name in self.join.payload
         ]
         cause = (UPDATED, t, s, q, key, 0, j)
         instance.emit_block(OutputBlock.of_columns(pool.output_schema, t, cause, payload))

@@ -50,13 +50,14 @@ def test_key_table_equals_the_operators_multi_key(
     table: KeyTable = kernel.keys
     store = _store(texts)
     table.read(store, min(split, len(texts)))
-    table.read(store, len(texts))
+    rows = table.read(store, len(texts))
+    assert (rows.base, rows.end) == (0, len(texts))
     for seq, text in enumerate(texts):
         expected = op.keys_of(StreamTuple(seq, 0, seq, {"user": "u", "tweet": text}))
-        numbers = table.numbers[table.offsets[seq] : table.offsets[seq + 1]].tolist()
+        numbers = rows.numbers[rows.offsets[seq] : rows.offsets[seq + 1]].tolist()
         assert [table.strings[k] for k in numbers] == expected
         assert [int(table.groups[k]) for k in numbers] == [op.group_of(k) for k in expected]
-        assert table.lengths[seq] == len(text)
+        assert rows.lengths[seq] == len(text)
 
 
 @pytest.mark.parametrize(("name", "params"), OPERATORS)
