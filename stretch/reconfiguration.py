@@ -16,6 +16,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+from numpy.typing import NDArray
 
 from stretch.errors import ReconfigurationError
 from stretch.mapping import default_mapping, validate_mapping
@@ -39,6 +43,11 @@ class EpochPlan:
     parallelism: int
     mapping: tuple[int, ...]
     requested_ns: int = 0
+
+    @cached_property
+    def owners(self) -> NDArray[np.int64]:
+        """f_mu* as an array (for the kernels), computed once per plan."""
+        return np.asarray(self.mapping, dtype=np.int64)
 
 
 @dataclass

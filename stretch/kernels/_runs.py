@@ -23,13 +23,13 @@ def data_nodes(nodes: ReadyNodes, start: int, stop: int) -> tuple[NDArray[np.int
 
 def owned_groups(instance: VSNInstance) -> NDArray[np.bool_]:
     """Which key groups the instance owns in its current epoch."""
-    owned: NDArray[np.bool_] = np.asarray(instance.plan.mapping, dtype=np.int64) == instance.j
+    owned: NDArray[np.bool_] = instance.plan.owners == instance.j
     return owned
 
 
-def audit_groups(instance: VSNInstance, groups: list[int]) -> None:
+def audit_groups(instance: VSNInstance, groups: NDArray[np.int64]) -> None:
     """Record, if the pipeline audits ownership, that the instance touched ``groups``."""
     audit = instance.shared.audit
     if audit is not None:
-        for group in groups:
+        for group in np.unique(groups).tolist():
             audit.touch(instance.plan.epoch, group, instance.j)

@@ -286,7 +286,7 @@ class AggregateKernel:
         owned = owned_groups(instance)
         if instance.shared.audit is not None:
             touched = groups[_keys_of(rows, at)]
-            audit_groups(instance, np.unique(touched[owned[touched]]).tolist())
+            audit_groups(instance, touched[owned[touched]])
         mine = self.windows.setdefault(instance.j, {})
         op = self.op
         for l in range(op.earliest_win_l(int(ts[0])), op.latest_win_l(int(ts[-1])) + 1, op.wa_ms):
@@ -335,7 +335,7 @@ class AggregateKernel:
 
         A table whose keys all stay with its instance, and that receives none, is kept.
         """
-        owner = np.asarray(plan.mapping, dtype=np.int64)
+        owner = plan.owners
         groups = self.keys.groups
         moved: dict[int, dict[int, _Window]] = {j: {} for j in range(plan.parallelism)}
         starts = sorted({l for mine in self.windows.values() for l in mine})

@@ -47,7 +47,6 @@ class ForwardKernel:
         self.op = op
         self.keys = keys
         self.comparisons: dict[int, int] = {}
-        self._epoch_mapping = (-1, np.empty(0, dtype=np.int64))  # (epoch, f_mu as an array)
 
     def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
         """Emit the rows of the owned tuples of the run; return the data tuples seen."""
@@ -56,9 +55,8 @@ class ForwardKernel:
         if seen == 0:
             return 0
         groups = (seq % self.keys) % self.op.key_groups
-        mine = self._mapping(instance.plan)[groups] == instance.j
-        if instance.shared.audit is not None:
-            audit_groups(instance, np.unique(groups[mine]).tolist())
+        mine = owned_groups(instance)[groups]
+        audit_groups(instance, groups[mine])
         if not mine.all():
             ts, source, seq = ts[mine], source[mine], seq[mine]
         instance.emit_block(self._rows(instance, ts, source, seq))
@@ -69,14 +67,6 @@ class ForwardKernel:
 
     def switch(self, plan: EpochPlan) -> None:
         """Nothing to move: forward keeps no state."""
-
-    def _mapping(self, plan: EpochPlan) -> NDArray[np.int64]:
-        """f_mu of ``plan`` as an array, kept for the epoch last asked for."""
-        epoch, mapping = self._epoch_mapping
-        if epoch != plan.epoch:
-            mapping = np.asarray(plan.mapping, dtype=np.int64)
-            self._epoch_mapping = (plan.epoch, mapping)
-        return mapping
 
     def _rows(
         self,
@@ -214,7 +204,7 @@ class BandJoinKernel:
             for slab in self.slabs.values()
             for s, key in enumerate(slab.slot_keys.tolist())
         }
-        owner = np.asarray(plan.mapping, dtype=np.int64)[self.groups]
+        owner = plan.owners[self.groups]
         slabs = {}
         for j in range(plan.parallelism):
             mine = np.flatnonzero(owner == j)
@@ -235,7 +225,7 @@ class BandJoinKernel:
         slab = self.slabs.get(instance.j) or _Slab(owned)
         assert np.array_equal(slab.slot_keys, owned), "a slab out of step with the mapping"
         slab = self.slabs[instance.j] = slab.reserve(n)
-        audit_groups(instance, [int(self.groups[k]) for k in owned.tolist()])
+        audit_groups(instance, self.groups[owned])
         held = tuple(store.rows() for store in instance.shared.sources)
         reads_left = tuple(held[0].column(name) for name in self.join.reads[0])
         reads_right = tuple(held[1].column(name) for name in self.join.reads[1])
