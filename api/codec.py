@@ -1,7 +1,7 @@
 """Batches on the wire: Arrow IPC streams and JSON rows in, JSON rows or Arrow out.
 
 A batch body is decoded to an Arrow table shaped like the source's schema (``ts`` first);
-checking the types is ``stretch.schema.conform``'s job, done by the runtime on ``add``.
+checking the types is ``stretch.model.schema.conform``'s job, done by the runtime on ``add``.
 Rows of a batch are put in ``ts`` order (a stable sort: rows of one ``ts`` keep their
 order), since Spark micro-batches arrive unsorted.
 """
@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from api.errors import UnsupportedMediaError
 from api.schemas import BatchRows
 from stretch.errors import InputError, SchemaError
-from stretch.schema import TS, Schema
+from stretch.model.schema import TS, Schema
 
 __all__ = ["ARROW_STREAM", "decode_batch", "encode_arrow", "json_rows", "sort_by_ts"]
 

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 
 from stretch.errors import InputError
-from stretch.output_log import OutputLog
-from stretch.schema import TS
+from stretch.model.schema import TS
+from stretch.vsn.output_log import OutputLog
 
 __all__ = ["ArrivalClock", "LatencyObserver"]
 

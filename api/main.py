@@ -1,6 +1,6 @@
 """The FastAPI app of the STRETCH sidecar: ``create_app`` wires routes, auth and metrics.
 
-Routes (DESIGN.md, "Interfaces that outside tests depend on"): ``/v1/operators...`` for the
+Routes (docs/design.md, "Interfaces that outside tests depend on"): ``/v1/operators...`` for the
 operators and their streams, ``/healthz``, ``/readyz`` and ``/metrics``; the OpenAPI
 schema at ``/openapi.json``, rendered at ``/docs``. See ``docs/api.md``.
 """

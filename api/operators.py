@@ -24,12 +24,12 @@ import pyarrow as pa
 from api.errors import ConflictError, NotFoundError, TooLargeError
 from api.latency import ArrivalClock, LatencyObserver
 from api.metrics import OperatorSnapshot, ServiceMetrics
-from stretch.catalog import build
 from stretch.errors import CapacityError, LateTupleError, OperatorError
-from stretch.pipeline import Pipeline
-from stretch.reconfiguration import ReconfigurationRecord
-from stretch.schema import TS, conform
+from stretch.model.schema import TS, conform
+from stretch.operators.catalog import build
 from stretch.vsn import setup
+from stretch.vsn.pipeline import Pipeline
+from stretch.vsn.reconfiguration import ReconfigurationRecord
 
 __all__ = ["ManagedOperator", "OperatorRegistry", "SourceCounters"]
 

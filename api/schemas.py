@@ -1,4 +1,4 @@
-"""Request and response bodies of the REST API (the contract of DESIGN.md, as pydantic).
+"""Request and response bodies of the REST API (the contract of docs/design.md, as pydantic).
 
 The OpenAPI schema at ``/openapi.json`` (rendered at ``/docs``) is generated from these.
 """

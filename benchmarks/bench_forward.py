@@ -6,7 +6,7 @@ consumer thread reads the output log. Throughput is input tuples / (last output 
 - first add); latency of a row is the time the consumer read it minus the time the add
 of the chunk holding its input tuple started. Baseline, in the same run: the Elastic
 ScaleGate alone (the same chunks added by the same thread, one reader thread getting
-ready batches, no operator). Target (DESIGN.md): >= 1,000,000 t/s.
+ready batches, no operator). Target (docs/design.md): >= 1,000,000 t/s.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import pyarrow as pa
 from _util import figure, interleaved, machine, medians, percentiles, progress, save, write
 
 from scalegate import DATA, TS_MAX, ElasticScaleGate
-from stretch.catalog import build
 from stretch.generate import scalejoin
+from stretch.operators.catalog import build
 from stretch.vsn import setup
 
 TARGET_TPS = 1_000_000

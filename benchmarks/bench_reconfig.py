@@ -13,7 +13,7 @@ coefficient of variation (CV) of the connected instances' comparisons and busy t
 taken at each parallelism (Fig. 9, right), with their mean utilisation (busy / wall).
 Python hands the GIL over every ``sys.getswitchinterval()`` (5 ms by default), which
 bounds how fast a woken instance gets to run while other threads execute Python;
-``--switch-interval-ms`` shows its effect. Target (DESIGN.md): p99 <= 5 ms.
+``--switch-interval-ms`` shows its effect. Target (docs/design.md): p99 <= 5 ms.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ import numpy as np
 import pyarrow as pa
 from _util import figure, machine, percentiles, progress, save, write
 
-from stretch.catalog import build
 from stretch.generate import scalejoin
-from stretch.pipeline import Pipeline
+from stretch.operators.catalog import build
 from stretch.vsn import setup
+from stretch.vsn.pipeline import Pipeline
 
 TARGET_P99_MS = 5.0
 

@@ -11,7 +11,7 @@ one run (medians over ``--runs`` after a JIT warm-up):
 * ``numba-merge``: single-thread Numba k-way merge of the columns, one copy per reader.
 
 Throughput is input tuples per second (each delivered to every reader). Writes JSON to
-``benchmarks/results/bench_scalegate.json`` and prints a table with the ratios. DESIGN.md's
+``benchmarks/results/bench_scalegate.json`` and prints a table with the ratios. docs/design.md's
 budget: well over 1,000,000 t/s for 2 sources and 1-4 readers, batched.
 """
 

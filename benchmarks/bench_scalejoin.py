@@ -19,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 from _util import figure, interleaved, machine, medians, progress, save, write
 
-from stretch.catalog import build
 from stretch.generate import scalejoin
-from stretch.kernels._band_join import LAST, NEVER, scalejoin_run
+from stretch.operators.catalog import build
+from stretch.operators.kernels._band_join import LAST, NEVER, scalejoin_run
 from stretch.vsn import setup
 
 

@@ -5,10 +5,10 @@ parallelism, in chunks of ``--chunk`` tuples handed in as fast as they are taken
 
 * VSN: ``stretch.setup(op, p, p)``; every instance reads every tuple from ESG_in and
   updates the keys it owns in the one shared state, through the operators' Numba kernels
-  (``stretch.kernels.aggregates``; f_MK runs once per tuple for all instances). With
+  (``stretch.vsn.compiled.aggregates``; f_MK runs once per tuple for all instances). With
   ``--generic`` the instances run the operators' Python functions instead, which isolates
   what sharing (no duplication) alone gives.
-* SN: ``stretch.sn.SNRuntime(op, p)``; forwardSN sends each tuple to every instance
+* SN: ``stretch.model.sn.SNRuntime(op, p)``; forwardSN sends each tuple to every instance
   that owns one of its keys, each with a private state, all in the calling thread.
 
 Throughput is input tuples / (time from the first chunk to the last output row).
@@ -19,8 +19,8 @@ a consumer thread reads them from the output log. State is measured twice: the p
 number of window sets held (SN: after every chunk; VSN: at every output poll, entries of
 the kernel's tables or sets of the shared state), and the tracemalloc peak of a separate
 run (Python heap and NumPy bytes, input already in memory; the VSN figure includes the
-rows its ingest keeps and the kernel's key table). Target (DESIGN.md): paircount H, VSN >= 2x SN
-throughput, state bytes <= SN's.
+rows its ingest keeps and the kernel's key table). Target (docs/design.md): paircount H,
+VSN >= 2x SN throughput, state bytes <= SN's.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ import numpy as np
 import pyarrow as pa
 from _util import figure, interleaved, machine, medians, percentiles, progress, save, write
 
-from stretch.catalog import build
 from stretch.generate import tweets
-from stretch.kernels.aggregates import AggregateKernel
-from stretch.oplus import END_OF_INPUT, OPlus
-from stretch.sn import SNRuntime, tuples_of
+from stretch.model.oplus import END_OF_INPUT, OPlus
+from stretch.model.sn import SNRuntime, tuples_of
+from stretch.operators.catalog import build
 from stretch.vsn import setup
+from stretch.vsn.compiled.aggregates import AggregateKernel
 
 CASES = {"wordcount": {}, "paircount L": {"b": 3}, "paircount M": {"b": 10},
          "paircount H": {"b": "inf"}}  # fmt: skip

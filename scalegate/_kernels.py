@@ -15,7 +15,7 @@ the lock makes bounded capacity with reclamation, elastic reader/source sets and
 ``_check`` snapshot linearizable without hazard pointers or epochs, which Numba cannot
 express safely. Correctness first; ``benchmarks/bench_scalegate.py`` measures the cost.
 
-Keys are (ts, source, seq), the total order of DESIGN.md decision 2. A node is ready
+Keys are (ts, source, seq), the total order of docs/design.md decision 2. A node is ready
 (Definition 3 with ties) iff ``(ts, source) <= B``, B the smallest ``(frontier, id)`` over
 live sources (active, not ended): every later node of such a source has a larger key.
 Inserts always land after the ready prefix, so readers never miss a node; the ready prefix
@@ -84,7 +84,7 @@ LOCK_SPINS = 2048  # atomic loads before a kernel gives up with BUSY
 def _jit(fn: _F) -> _F:
     """Compile ``fn`` with the gate's one set of JIT options, keeping its signature.
 
-    ``nogil`` lets threads run kernels in parallel (DESIGN.md decision 5); ``cache`` keeps
+    ``nogil`` lets threads run kernels in parallel (docs/design.md decision 5); ``cache`` keeps
     compiled kernels on disk across processes.
     """
     return cast(_F, njit(fn, nogil=True, cache=True))

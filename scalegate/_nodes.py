@@ -31,7 +31,7 @@ __all__ = [
     "WATERMARK",
 ]
 
-# Node kinds (DESIGN.md decision 6). DUMMY and FLUSH are internal (section 6 of the paper).
+# Node kinds (docs/design.md decision 6). DUMMY and FLUSH are internal (section 6 of the paper).
 DATA: Final = 0
 DUMMY: Final = 1
 FLUSH: Final = 2

@@ -1,7 +1,7 @@
 """The Elastic ScaleGate (ESG): the TB object of Table II over an array-backed skip list.
 
 Sources add timestamp-sorted streams; every reader gets every ready node exactly once, in
-the total order (ts, source, seq) of DESIGN.md decision 2, where ``seq`` counts the nodes a
+the total order (ts, source, seq) of docs/design.md decision 2, where ``seq`` counts the nodes a
 source added. Readiness is Definition 3 with ties (see ``scalegate._kernels``). Readers and
 sources join and leave at run time as section 6 of the paper describes: a new reader copies
 the handle of the reader that adds it, a new source gets a DUMMY node after the handle of

@@ -1,14 +1,19 @@
 """STRETCH: virtual shared-nothing parallelism and elasticity for stream operators.
 
-The O+ model (``OPlus``), the operator catalog (``build``), the VSN runtime (``setup`` gives
-a running ``Pipeline``; ``run_vsn`` runs tables through one) and the sequential SN
-reference runtime (``run_sn``, ``SNRuntime``).
+Three rooms, each depending only on the ones before it:
+
+* ``stretch.model``: the O+ model (``OPlus``, ``Schema``) and the sequential SN reference
+  runtime (``run_sn``, ``SNRuntime``);
+* ``stretch.operators``: the operator catalog (``build``, ``register``) and its kernels;
+* ``stretch.vsn``: the VSN runtime (``setup`` gives a running ``Pipeline``; ``run_vsn``
+  runs tables through one).
+
+At the top: the CLI (``cli``), the REST client (``client``), file IO, generators, errors.
 """
 
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from stretch.catalog import CATALOG, build, register
 from stretch.errors import (
     CapacityError,
     InputError,
@@ -18,13 +23,13 @@ from stretch.errors import (
     SchemaError,
     StretchError,
 )
-from stretch.oplus import OPlus, OutputTime, StreamTuple, Windows, WindowType
-from stretch.schema import Schema
-from stretch.sn import SNRuntime, run_sn
+from stretch.model.oplus import OPlus, OutputTime, StreamTuple, Windows, WindowType
+from stretch.model.schema import Schema
+from stretch.model.sn import SNRuntime, run_sn
+from stretch.operators.catalog import CATALOG, build, register
 
 if TYPE_CHECKING:
-    from stretch.pipeline import Pipeline
-    from stretch.vsn import run_vsn, setup
+    from stretch.vsn import Pipeline, run_vsn, setup
 
 __all__ = [
     "CATALOG",
@@ -50,7 +55,7 @@ __all__ = [
     "setup",
 ]
 
-_LAZY = {"Pipeline": "stretch.pipeline", "run_vsn": "stretch.vsn", "setup": "stretch.vsn"}
+_LAZY = {"Pipeline": "stretch.vsn", "run_vsn": "stretch.vsn", "setup": "stretch.vsn"}
 
 
 def __getattr__(name: str) -> Any:

@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from stretch.catalog import CATALOG, build
 from stretch.demo import run_demo
 from stretch.errors import InputError, StretchError
 from stretch.generate import GENERATORS
 from stretch.io import FORMATS, read_table, write_table
-from stretch.schema import TS, ColumnType, conform
-from stretch.sn import run_sn
+from stretch.model.schema import TS, ColumnType, conform
+from stretch.model.sn import run_sn
+from stretch.operators.catalog import CATALOG, build
 from stretch.vsn import run_vsn
 
 __all__ = ["main"]

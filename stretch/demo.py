@@ -2,7 +2,7 @@
 
 It runs the join on the VSN runtime while scaling out and back in mid-stream, runs the
 sequential SN reference on the same trades, and prints what it found and whether the two
-outputs are identical (they must be: DESIGN.md decision 2).
+outputs are identical (they must be: docs/design.md decision 2).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import TextIO
 
 import pyarrow as pa
 
-from stretch.catalog import build
 from stretch.generate import GENERATORS
-from stretch.sn import run_sn
+from stretch.model.sn import run_sn
+from stretch.operators.catalog import build
 from stretch.vsn import run_vsn
 
 __all__ = ["run_demo"]

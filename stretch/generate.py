@@ -2,7 +2,7 @@
 
 Each generator returns one table per source, each with an int64 ``ts`` column first (event
 time in milliseconds, non-decreasing, ties allowed) followed by the payload columns the
-matching catalog operator reads (DESIGN.md, operator catalog). Output is a pure function
+matching catalog operator reads (docs/design.md, operator catalog). Output is a pure function
 of the arguments: every draw comes from one ``numpy.random.Generator(PCG64(seed))`` in a
 fixed order.
 

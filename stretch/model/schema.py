@@ -1,0 +1,158 @@
+"""Schemas: the named, typed columns of a stream, and how input tables are checked.
+
+Every stream carries an int64 ``ts`` column (event time in milliseconds, docs/design.md
+decision 1) followed by the payload columns its schema names. Column types are few on
+purpose: they are the types the compiled kernels understand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from stretch.errors import SchemaError
+
+__all__ = ["TS", "ColumnType", "Schema", "conform"]
+
+TS = "ts"
+
+
+class ColumnType(Enum):
+    """The payload column types the service understands."""
+
+    INT = "int"
+    FLOAT = "float"
+    BOOL = "bool"
+    STR = "str"
+
+    @property
+    def arrow(self) -> pa.DataType:
+        """The Arrow type a column of this kind is stored as."""
+        return _ARROW[self]
+
+
+_ARROW = {
+    ColumnType.INT: pa.int64(),
+    ColumnType.FLOAT: pa.float64(),
+    ColumnType.BOOL: pa.bool_(),
+    ColumnType.STR: pa.string(),
+}
+
+
+@dataclass(frozen=True)
+class Schema:
+    """An ordered list of payload columns; ``ts`` is implicit and always first."""
+
+    columns: tuple[tuple[str, ColumnType], ...]
+
+    @classmethod
+    def of(cls, **columns: str) -> Schema:
+        """Build a schema from keyword arguments: ``Schema.of(x="int", y="float")``."""
+        return cls(tuple((name, ColumnType(kind)) for name, kind in columns.items()))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Payload column names in order."""
+        return tuple(name for name, _ in self.columns)
+
+    def __iter__(self) -> Iterator[tuple[str, ColumnType]]:
+        return iter(self.columns)
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def arrow(self) -> pa.Schema:
+        """The Arrow schema of a table of this stream: ``ts`` first, then the payload."""
+        return pa.schema([(TS, pa.int64())] + [(n, t.arrow) for n, t in self.columns])
+
+    def empty_table(self) -> pa.Table:
+        """An empty table with this schema."""
+        return self.arrow().empty_table()
+
+    def table(self, ts: Sequence[int], rows: Sequence[Sequence[Any]]) -> pa.Table:
+        """Build a table from event times and payload rows (in schema order)."""
+        return pa.Table.from_batches([self.record_batch(ts, rows)])
+
+    def record_batch(self, ts: Sequence[int], rows: Sequence[Sequence[Any]]) -> pa.RecordBatch:
+        """Build a record batch from event times and payload rows (in schema order)."""
+        arrays = [pa.array(list(ts), pa.int64())]
+        for i, (_, kind) in enumerate(self.columns):
+            arrays.append(pa.array([row[i] for row in rows], kind.arrow))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow())
+
+
+def conform(table: pa.Table, schema: Schema, where: str) -> pa.Table:
+    """Check ``table`` against ``schema`` and return it with exactly the schema's columns.
+
+    Integers are accepted where floats are expected (the cast is exact for the values
+    event data carries); every other mismatch is an error. Extra columns are dropped.
+
+    Args:
+        table: The input, e.g. as read from a file or pushed over HTTP.
+        schema: The payload columns the operator expects.
+        where: What the input is, for messages (a file name, "source 1 of 'j'").
+
+    Raises:
+        SchemaError: naming ``where``, the column and the first offending row (1-based).
+
+    """
+    arrays = []
+    for name, arrow_type in [(TS, pa.int64())] + [(n, t.arrow) for n, t in schema]:
+        if name not in table.column_names:
+            msg = f"{where}: missing column {name!r} (has {', '.join(table.column_names)})"
+            raise SchemaError(msg)
+        arrays.append(_cast(table.column(name), arrow_type, where, name))
+    return pa.Table.from_arrays(
+        arrays, schema=pa.schema([(TS, pa.int64())] + [(n, t.arrow) for n, t in schema])
+    )
+
+
+def _cast(column: pa.ChunkedArray, target: pa.DataType, where: str, name: str) -> pa.Array:
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if column.null_count:
+        row = pc.index(pc.is_null(column), True).as_py() + 1
+        msg = f"{where}: row {row}, column {name!r}: missing value"
+        raise SchemaError(msg)
+    source = column.type
+    if source == target:
+        return column
+    allowed = (
+        (
+            pa.types.is_integer(source)
+            and (pa.types.is_integer(target) or pa.types.is_floating(target))
+        )
+        or (pa.types.is_floating(source) and pa.types.is_floating(target))
+        or (pa.types.is_dictionary(source) and pa.types.is_string(target))
+        or (pa.types.is_large_string(source) and pa.types.is_string(target))
+        or pa.types.is_null(source)
+    )
+    if allowed:
+        return column.cast(target)
+    row, value = _first_bad(column, target)
+    msg = (
+        f"{where}: row {row}, column {name!r}: expected {_type_name(target)}, "
+        f"got {value!r} ({source})"
+    )
+    raise SchemaError(msg)
+
+
+def _first_bad(column: pa.Array, target: pa.DataType) -> tuple[int, object]:
+    """The first row (1-based) whose value cannot be read as ``target``, and the value."""
+    for i, value in enumerate(column.to_pylist()):
+        try:
+            pa.array([value]).cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return i + 1, value
+    return 1, column[0].as_py() if len(column) else None
+
+
+def _type_name(target: pa.DataType) -> str:
+    for kind, arrow_type in _ARROW.items():
+        if arrow_type == target:
+            return kind.value
+    return str(target)

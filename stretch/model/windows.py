@@ -1,0 +1,113 @@
+"""Window-instance bookkeeping: the state sigma of section 4.2, one store per key group.
+
+A ``WindowStore`` holds, for the keys of one key group, each key's sets of I window
+instances ordered by their left boundary ``l`` (``sigma[k][1]`` is the earliest), and an
+index from ``l`` to the keys with a set there, so that ``processSN`` finds the expired
+sets at ``rho`` without scanning every key. The shared state of the VSN runtime is a list
+of G stores: a store is touched only by the owner of its key group (docs/design.md decision 4).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from sortedcontainers import SortedDict
+
+from stretch.model.oplus import Key, State, Windows
+
+__all__ = ["WindowSet", "WindowStore"]
+
+Cause = tuple[int, ...]
+
+
+@dataclass(slots=True)
+class WindowSet:
+    """The I window instances of one key starting at ``l``.
+
+    Attributes:
+        key: The key.
+        l: The left boundary (inclusive); the right one is ``l + WS`` (exclusive).
+        states: One state per input stream.
+        created: Where the set was created in the total order: (ts, source, seq, key
+            index) of the tuple that created it. Ties among outputs of expired windows
+            are broken by it, so output order does not depend on the parallelism.
+        last_ts: The ``ts`` of the latest tuple that updated the set.
+
+    """
+
+    key: Key
+    l: int
+    states: list[State]
+    created: Cause
+    last_ts: int
+
+    def view(self) -> Windows:
+        """The read-only view passed to f_U, f_O and f_S."""
+        return Windows(self.key, self.l, tuple(self.states))
+
+
+class WindowStore:
+    """The window sets of the keys of one key group.
+
+    Complexities are in the number of window sets ``n`` of the store.
+    """
+
+    def __init__(self) -> None:
+        self._by_key: dict[Key, list[WindowSet]] = {}
+        self._by_l: SortedDict = SortedDict()  # l -> {key: None}, in creation order
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def __bool__(self) -> bool:
+        return bool(self._by_key)
+
+    def sets_of(self, key: Key) -> list[WindowSet]:
+        """The window sets of ``key``, earliest first. O(1)."""
+        return self._by_key.get(key, [])
+
+    def get(self, key: Key, l: int) -> WindowSet | None:
+        """The set of ``key`` at ``l``, if any. O(log n)."""
+        sets = self._by_key.get(key)
+        if not sets:
+            return None
+        i = bisect.bisect_left(sets, l, key=lambda s: s.l)
+        return sets[i] if i < len(sets) and sets[i].l == l else None
+
+    def create(self, key: Key, l: int, states: list[State], created: Cause) -> WindowSet:
+        """Add a set for ``key`` at ``l`` (absent: see ``get``) with ``states``. O(log n)."""
+        window_set = WindowSet(key, l, states, created, created[0])
+        sets = self._by_key.setdefault(key, [])
+        bisect.insort(sets, window_set, key=lambda s: s.l)
+        self._by_l.setdefault(l, {})[key] = None
+        return window_set
+
+    def shift(self, window_set: WindowSet, new_l: int, states: list[State]) -> None:
+        """shift: move a (single-type) set to ``new_l`` with new states. O(log n)."""
+        self._unindex(window_set)
+        window_set.l = new_l
+        window_set.states = states
+        self._by_l.setdefault(new_l, {})[window_set.key] = None
+
+    def remove(self, window_set: WindowSet) -> None:
+        """remove: drop a set. O(log n)."""
+        sets = self._by_key[window_set.key]
+        sets.remove(window_set)
+        if not sets:
+            del self._by_key[window_set.key]
+        self._unindex(window_set)
+
+    def earliest_l(self) -> int | None:
+        """rho: the earliest left boundary of any set, or None if empty. O(1)."""
+        return self._by_l.peekitem(0)[0] if self._by_l else None
+
+    def keys_at(self, l: int) -> list[Key]:
+        """The keys with a set at ``l``, in creation order. O(keys at l)."""
+        return list(self._by_l.get(l, ()))
+
+    def _unindex(self, window_set: WindowSet) -> None:
+        keys = self._by_l[window_set.l]
+        del keys[window_set.key]
+        if not keys:
+            del self._by_l[window_set.l]

@@ -1,0 +1,348 @@
+"""The operator catalog of docs/design.md: each operator defined once, as an O+.
+
+``build(name, params)`` returns the ``OPlus`` for a catalog name with its parameters
+(strings, as the CLI and the REST API receive them, or values). ``register`` adds a user
+operator under a name. Window parameters ``wa`` and ``ws`` (ms) are overridable for all.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from stretch.errors import OperatorError
+from stretch.model.oplus import (
+    OPlus,
+    OutputTime,
+    Payload,
+    State,
+    StreamTuple,
+    Windows,
+    WindowType,
+)
+from stretch.model.schema import Schema
+from stretch.operators.joins import band_join
+from stretch.operators.kernels import HEDGE, SCALEJOIN, AggregateSpec, ForwardSpec
+
+__all__ = ["CATALOG", "OperatorSpec", "Param", "build", "register"]
+
+ParamValue = int | float | str
+
+
+@dataclass(frozen=True)
+class Param:
+    """A catalog parameter: its parser, default and help text."""
+
+    parse: Callable[[str], ParamValue]
+    default: ParamValue
+    help: str
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    """A catalog entry: what it computes, its parameters and how to build it."""
+
+    description: str
+    factory: Callable[[Mapping[str, Any]], OPlus]
+    params: Mapping[str, Param] = field(default_factory=dict)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        msg = f"must be a positive integer, got {text}"
+        raise ValueError(msg)
+    return value
+
+
+def _distance(text: str) -> float:
+    if text.strip().lower() in {"inf", "infinity"}:
+        return math.inf
+    return float(_positive_int(text))
+
+
+def _window_params(wa_ms: int, ws_ms: int) -> dict[str, Param]:
+    return {
+        "wa": Param(_positive_int, wa_ms, "window advance WA in ms"),
+        "ws": Param(_positive_int, ws_ms, "window size WS in ms"),
+    }
+
+
+# --- forward (Operator 15) -------------------------------------------------------------
+
+
+def _forward(p: Mapping[str, Any]) -> OPlus:
+    schema = _columns(p["columns"])
+    keys = int(p["keys"])
+
+    def update(w: Windows, t: StreamTuple) -> tuple[Sequence[State], Sequence[Payload]]:
+        return w.states, (tuple(t.payload[c] for c in schema.names),)
+
+    return OPlus(
+        "forward",
+        p["wa"],
+        p["ws"],
+        (schema,) * int(p["inputs"]),
+        multi_key=lambda t: (t.seq % keys,),
+        window_type=WindowType.SINGLE,
+        output=schema,
+        update=update,
+        update_time=OutputTime.INPUT,
+        kernel=ForwardSpec(keys),
+    )
+
+
+def _columns(text: str) -> Schema:
+    """Parse ``"x:int,y:float"`` into a schema."""
+    pairs = [item.split(":") for item in text.split(",") if item.strip()]
+    if any(len(pair) != 2 for pair in pairs):
+        msg = f"columns must look like 'x:int,y:float', got {text!r}"
+        raise ValueError(msg)
+    return Schema.of(**{name.strip(): kind.strip() for name, kind in pairs})
+
+
+# --- aggregates over tweets (Operators 9 and 14) ----------------------------------------
+
+TWEETS = Schema.of(user="str", tweet="str")
+
+
+def _count(w: Windows, t: StreamTuple) -> tuple[Sequence[State], Sequence[Payload]]:
+    return (w.states[0] + 1,), ()
+
+
+def _longest(w: Windows, t: StreamTuple) -> tuple[Sequence[State], Sequence[Payload]]:
+    return (max(w.states[0], len(t["tweet"])),), ()
+
+
+def _key_and_state(w: Windows) -> Sequence[Payload]:
+    return ((w.key, w.states[0]),)
+
+
+def _aggregate(
+    name: str,
+    p: Mapping[str, Any],
+    keys: Callable[[StreamTuple], Sequence[str]],
+    update: Callable[[Windows, StreamTuple], tuple[Sequence[State], Sequence[Payload]]],
+    output: Schema,
+    kernel: AggregateSpec,
+) -> OPlus:
+    return OPlus(
+        name,
+        p["wa"],
+        p["ws"],
+        (TWEETS,),
+        multi_key=keys,
+        window_type=WindowType.MULTI,
+        output=output,
+        update=update,
+        output_fn=_key_and_state,
+        new_state=lambda: 0,
+        kernel=kernel,
+    )
+
+
+def word_keys(text: str) -> list[str]:
+    """The distinct tokens of a text, first occurrence first."""
+    return list(dict.fromkeys(text.split()))
+
+
+def words(t: StreamTuple) -> list[str]:
+    """Wordcount's f_MK: the distinct tokens of the tweet."""
+    return word_keys(t["tweet"])
+
+
+def pairs(b: float) -> Callable[[StreamTuple], list[str]]:
+    """Paircount's f_MK: distinct pairs ``W[i] W[j]`` of tokens with 0 < j - i <= b."""
+
+    def keys(t: StreamTuple) -> list[str]:
+        tokens = t["tweet"].split()
+        found = (
+            f"{tokens[i]} {tokens[j]}"
+            for i in range(len(tokens))
+            for j in range(i + 1, len(tokens))
+            if j - i <= b
+        )
+        return list(dict.fromkeys(found))
+
+    return keys
+
+
+def hashtag_keys(text: str) -> list[str]:
+    """The distinct hashtags of a text, without ``#``, first occurrence first."""
+    return list(
+        dict.fromkeys(tok[1:] for tok in text.split() if tok.startswith("#") and len(tok) > 1)
+    )
+
+
+def hashtags(t: StreamTuple) -> list[str]:
+    """longest_tweet's f_MK: the distinct hashtags of the tweet, without ``#``."""
+    return hashtag_keys(t["tweet"])
+
+
+COUNTS = Schema.of(key="str", count="int")
+
+_ALL_PAIRS = 2**31
+"""paircount's b = inf for the kernel: every pair of the tweet (longer than any tweet)."""
+
+
+def _wordcount(p: Mapping[str, Any]) -> OPlus:
+    return _aggregate("wordcount", p, words, _count, COUNTS, AggregateSpec("words"))
+
+
+def _paircount(p: Mapping[str, Any]) -> OPlus:
+    b = p["b"]
+    kernel = AggregateSpec("pairs", _ALL_PAIRS if math.isinf(b) else int(b))
+    return _aggregate("paircount", p, pairs(b), _count, COUNTS, kernel)
+
+
+def _longest_tweet(p: Mapping[str, Any]) -> OPlus:
+    output = Schema.of(hashtag="str", chars="int")
+    kernel = AggregateSpec("hashtags", take_max=True)
+    return _aggregate("longest_tweet", p, hashtags, _longest, output, kernel)
+
+
+# --- joins (Operator 10) ----------------------------------------------------------------
+
+SCALEJOIN_L = Schema.of(x="int", y="float")
+SCALEJOIN_R = Schema.of(a="int", b="float", c="float", d="bool")
+TRADES = Schema.of(symbol="str", price="float", avg_price="float")
+
+
+def _scalejoin_match(left: StreamTuple, right: StreamTuple) -> Payload | None:
+    if abs(left["x"] - right["a"]) <= 10 and abs(left["y"] - right["b"]) <= 10:
+        return (left["x"], left["y"], right["a"], right["b"], right["c"], right["d"])
+    return None
+
+
+def _hedge_match(left: StreamTuple, right: StreamTuple) -> Payload | None:
+    if left["symbol"] == right["symbol"]:
+        return None
+    nd_left = (left["price"] - left["avg_price"]) / left["avg_price"]
+    if nd_left == 0:
+        return None
+    nd_right = (right["price"] - right["avg_price"]) / right["avg_price"]
+    if -1.05 <= nd_right / nd_left <= -0.95:
+        return (left["symbol"], left["price"], right["symbol"], right["price"])
+    return None
+
+
+def _scalejoin(p: Mapping[str, Any]) -> OPlus:
+    return band_join(
+        "scalejoin",
+        p["wa"],
+        p["ws"],
+        (SCALEJOIN_L, SCALEJOIN_R),
+        Schema.of(x="int", y="float", a="int", b="float", c="float", d="bool"),
+        _scalejoin_match,
+        p["keys"],
+        kernel=SCALEJOIN,
+    )
+
+
+def _hedge(p: Mapping[str, Any]) -> OPlus:
+    return band_join(
+        "hedge",
+        p["wa"],
+        p["ws"],
+        (TRADES, TRADES),
+        Schema.of(l_symbol="str", l_price="float", r_symbol="str", r_price="float"),
+        _hedge_match,
+        p["keys"],
+        kernel=HEDGE,
+    )
+
+
+_KEYS = Param(
+    _positive_int,
+    16,
+    "number of keys the window state is split into (at least the maximum parallelism)",
+)
+
+CATALOG: dict[str, OperatorSpec] = {
+    "forward": OperatorSpec(
+        "Operator 15: every input tuple once, merged in the total order",
+        _forward,
+        {
+            **_window_params(1, 1),
+            "keys": _KEYS,
+            "inputs": Param(_positive_int, 2, "number of input streams I"),
+            "columns": Param(
+                str,
+                "",
+                "payload columns, e.g. 'x:int,y:float' (replay infers them from the first input)",
+            ),
+        },
+    ),
+    "scalejoin": OperatorSpec(
+        "Operator 10: band join of L(x, y) and R(a, b, c, d) within WS",
+        _scalejoin,
+        {**_window_params(1, 300_000), "keys": _KEYS},
+    ),
+    "hedge": OperatorSpec(
+        "section 8.6: pairs of trades of different symbols with opposite deviations",
+        _hedge,
+        {**_window_params(1, 30_000), "keys": _KEYS},
+    ),
+    "wordcount": OperatorSpec(
+        "Operator 14: per-window count of each word", _wordcount, _window_params(60_000, 120_000)
+    ),
+    "paircount": OperatorSpec(
+        "Operator 14: per-window count of word pairs at most b apart",
+        _paircount,
+        {
+            **_window_params(60_000, 120_000),
+            "b": Param(_distance, 3.0, "largest distance of a pair's words (or 'inf')"),
+        },
+    ),
+    "longest_tweet": OperatorSpec(
+        "Operator 9: per-window longest tweet length per hashtag",
+        _longest_tweet,
+        _window_params(1_800_000, 3_600_000),
+    ),
+}
+
+
+def register(
+    name: str,
+    factory: Callable[[Mapping[str, Any]], OPlus],
+    description: str = "user operator",
+    params: Mapping[str, Param] | None = None,
+) -> None:
+    """Add a user-defined operator to the catalog under ``name``."""
+    if name in CATALOG:
+        msg = f"operator {name!r} is already in the catalog"
+        raise OperatorError(msg)
+    CATALOG[name] = OperatorSpec(description, factory, dict(params or {}))
+
+
+def build(name: str, params: Mapping[str, Any] | None = None) -> OPlus:
+    """The O+ of catalog operator ``name`` with ``params`` over its defaults.
+
+    Raises:
+        OperatorError: for an unknown operator, an unknown parameter or a bad value.
+
+    """
+    spec = CATALOG.get(name)
+    if spec is None:
+        msg = f"unknown operator {name!r}; known: {', '.join(sorted(CATALOG))}"
+        raise OperatorError(msg)
+    values: dict[str, Any] = {k: p.default for k, p in spec.params.items()}
+    for key, raw in (params or {}).items():
+        param = spec.params.get(key)
+        if param is None:
+            known = ", ".join(sorted(spec.params)) or "none"
+            msg = f"operator {name!r} has no parameter {key!r} (known: {known})"
+            raise OperatorError(msg)
+        try:
+            values[key] = param.parse(str(raw))
+        except ValueError as exc:
+            msg = f"operator {name!r}: parameter {key}={raw!r}: {exc}"
+            raise OperatorError(msg) from exc
+    try:
+        op = spec.factory(values)
+    except ValueError as exc:
+        msg = f"operator {name!r}: {exc}"
+        raise OperatorError(msg) from exc
+    return replace(op, name=name) if op.name != name else op

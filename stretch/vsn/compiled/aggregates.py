@@ -1,0 +1,358 @@
+"""Kernel path of wordcount, paircount and longest_tweet (Operators 9 and 14).
+
+The three are multi-window aggregates over one stream of tweets: f_MK gives a tweet's
+distinct keys, f_U adds 1 (count) or raises the window's maximum to the tweet's length,
+and f_O emits ``(key, value)`` when a window expires. Here:
+
+* ``KeyTable`` computes f_MK once per input row, shared by every instance (VSN's shared
+  input): each distinct key gets a number, with its key group computed once by the
+  operator's own f_mu, so ownership is exactly the generic path's;
+* each instance keeps, for each window start ``l``, a table of the keys it owns
+  (``_Window``), updated by ``update_window`` without the GIL;
+* a window whose end the watermark passed (``l + WS <= W``) emits its rows with the
+  generic path's causes (its creator's ``(ts, source, seq, key index)``) and is dropped.
+  The release sorts rows by ``(ts, cause)``, so when a window is emitted does not change
+  the output, only its latency.
+
+A reconfiguration (``switch``) moves each key's entries to the tables of its new owner.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from stretch.model.instance import EXPIRED
+from stretch.model.oplus import OPlus
+from stretch.operators import catalog
+from stretch.operators.kernels._aggregate import CREATED, lookup_codes, pair_codes, update_window
+from stretch.operators.kernels._hashing import build_index, index_size, insert
+from stretch.vsn.compiled._runs import audit_groups, data_nodes, owned_groups
+from stretch.vsn.ingest import SourceStore
+from stretch.vsn.instance import ReadyNodes, VSNInstance
+from stretch.vsn.output_block import OutputBlock
+from stretch.vsn.reconfiguration import EpochPlan
+
+__all__ = ["AggregateKernel", "KeyRows", "KeyTable"]
+
+_NONE = np.empty(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class KeyRows:
+    """f_MK of rows ``base..end-1``: row seq's keys, its tweet's length.
+
+    Row seq's key numbers are ``numbers[offsets[i]:offsets[i + 1]]`` for ``i = seq -
+    base``, in f_MK's order, and ``lengths[i]`` is its tweet's length in characters
+    (longest_tweet's value). A snapshot: later rows are written past ``end``.
+    """
+
+    base: int
+    end: int
+    offsets: NDArray[np.int64]
+    numbers: NDArray[np.int64]
+    lengths: NDArray[np.int64]
+
+
+class KeyTable:
+    """f_MK of the rows read so far, as key numbers, and each key's string and group.
+
+    ``read`` numbers the keys of new rows once, for every instance, and drops the rows
+    the source dropped (no instance reads them any more). Arrays grow by doubling and
+    rows are only ever appended, so a ``KeyRows`` snapshot stays valid.
+
+    Args:
+        op: The operator (its key groups and f_mu).
+        kind: ``"words"``, ``"hashtags"`` or ``"pairs"``.
+        b: paircount's largest distance of a pair's words.
+
+    """
+
+    def __init__(self, op: OPlus, kind: Literal["words", "hashtags", "pairs"], b: int = 0) -> None:
+        self.op = op
+        self.kind = kind
+        self.b = b
+        self.strings: list[str] = []
+        self.groups = np.empty(0, dtype=np.int64)
+        self._rows = KeyRows(0, 0, np.zeros(1, dtype=np.int64), _NONE, _NONE)
+        self._key_numbers: dict[str, int] = {}
+        self._tokens: dict[str, int] = {}
+        self._token_strings: list[str] = []
+        self._codes = np.empty(0, dtype=np.int64)  # pairs: the code of each key number
+        self._code_slots = build_index(self._codes, 0, index_size(0))
+        self._lock = threading.Lock()
+
+    def read(self, store: SourceStore, upto: int) -> KeyRows:
+        """The keys of rows up to ``upto`` of ``store``, computing those not read yet."""
+        rows = self._rows
+        if upto <= rows.end:
+            return rows
+        with self._lock:
+            rows = self._rows
+            if upto <= rows.end:
+                return rows
+            held = store.rows()
+            start = rows.end
+            texts = store.dictionary.decode(
+                held.column("tweet")[start - held.base : upto - held.base]
+            )
+            numbers, counts = self._pairs(texts) if self.kind == "pairs" else self._keys(texts)
+            rows = _dropped(rows, min(held.base, start))
+            at = start - rows.base
+            used = int(rows.offsets[at])
+            self._rows = KeyRows(
+                rows.base,
+                upto,
+                _put(rows.offsets, at + 1, used + np.cumsum(counts)),
+                _put(rows.numbers, used, numbers),
+                _put(rows.lengths, at, np.fromiter(map(len, texts), np.int64, len(texts))),
+            )
+            return self._rows
+
+    def _keys(self, texts: list[str]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Words or hashtags: f_MK in Python (a dict lookup per token)."""
+        keys_of = catalog.word_keys if self.kind == "words" else catalog.hashtag_keys
+        numbers: list[int] = []
+        counts = np.empty(len(texts), dtype=np.int64)
+        known = self._key_numbers
+        for r, text in enumerate(texts):
+            keys = keys_of(text)
+            counts[r] = len(keys)
+            for key in keys:
+                number = known.get(key)
+                if number is None:
+                    number = known[key] = self._add_key(key)
+                numbers.append(number)
+        return np.asarray(numbers, dtype=np.int64), counts
+
+    def _pairs(self, texts: list[str]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Pairs: tokens numbered in Python, pairs built and numbered by kernels."""
+        tokens: list[int] = []
+        lengths = np.empty(len(texts), dtype=np.int64)
+        known = self._tokens
+        for r, text in enumerate(texts):
+            words = text.split()
+            lengths[r] = len(words)
+            for word in words:
+                number = known.get(word)
+                if number is None:
+                    number = known[word] = len(self._token_strings)
+                    self._token_strings.append(word)
+                tokens.append(number)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        codes, code_offsets = pair_codes(np.asarray(tokens, dtype=np.int64), offsets, self.b)
+        numbers = lookup_codes(codes, self._code_slots, self._codes)
+        unknown = numbers < 0
+        if unknown.any():
+            strings = self._token_strings
+            new = np.unique(codes[unknown])
+            for code in new.tolist():
+                self._add_key(f"{strings[code >> 31]} {strings[code & (2**31 - 1)]}")
+            n = len(self.strings)
+            self._codes = _put(self._codes, n - new.shape[0], new)
+            if index_size(n) > self._code_slots.shape[0]:
+                self._code_slots = build_index(self._codes, n, 2 * index_size(n))
+            else:
+                insert(self._code_slots, self._codes, n - new.shape[0], n)
+            numbers = lookup_codes(codes, self._code_slots, self._codes)
+        return numbers, np.diff(code_offsets)
+
+    def _add_key(self, key: str) -> int:
+        """Number a new key and compute its key group with the operator's f_mu."""
+        number = len(self.strings)
+        self.strings.append(key)
+        self.groups = _put(self.groups, number, np.array([self.op.group_of(key)]))
+        return number
+
+
+def _keys_of(rows: KeyRows, at: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The key numbers of rows ``at`` (indexes into ``rows``), for the ownership audit."""
+    parts = [rows.numbers[rows.offsets[i] : rows.offsets[i + 1]] for i in at.tolist()]
+    return np.concatenate(parts) if parts else _NONE
+
+
+def _dropped(rows: KeyRows, base: int) -> KeyRows:
+    """``rows`` without the rows before ``base`` (itself if there are none)."""
+    drop = base - rows.base
+    if drop <= 0:
+        return rows
+    kept = rows.end - rows.base
+    first, last = int(rows.offsets[drop]), int(rows.offsets[kept])
+    return KeyRows(
+        base,
+        rows.end,
+        rows.offsets[drop : kept + 1] - first,
+        rows.numbers[first:last].copy(),
+        rows.lengths[drop:kept].copy(),
+    )
+
+
+def _put(array: NDArray[np.int64], at: int, values: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Write ``values`` at ``array[at:]``; a doubled copy if ``array`` is too short."""
+    stop = at + values.shape[0]
+    if stop > array.shape[0]:
+        grown = np.empty(max(stop, 2 * array.shape[0], 1024), dtype=np.int64)
+        grown[:at] = array[:at]
+        array = grown
+    array[at:stop] = values
+    return array
+
+
+@dataclass
+class _Window:
+    """One instance's table of the window ``[l, l + WS)``: its owned keys' entries."""
+
+    slots: NDArray[np.int64]
+    keys: NDArray[np.int64]
+    values: NDArray[np.int64]
+    created: NDArray[np.int64]
+    count: NDArray[np.int64]
+
+    @classmethod
+    def of(cls, entries: _Entries, capacity: int = 256) -> _Window:
+        """A table holding ``entries`` (distinct keys), with room for ``capacity``."""
+        n = entries.keys.shape[0]
+        capacity = max(capacity, 2 * n)
+        keys = np.empty(capacity, dtype=np.int64)
+        values = np.empty(capacity, dtype=np.int64)
+        created = np.empty((CREATED, capacity), dtype=np.int64)
+        keys[:n], values[:n], created[:, :n] = entries.keys, entries.values, entries.created
+        slots = build_index(keys, n, index_size(capacity))
+        return cls(slots, keys, values, created, np.array([n], dtype=np.int64))
+
+    @property
+    def size(self) -> int:
+        """The number of entries."""
+        return int(self.count[0])
+
+    def grown(self) -> _Window:
+        """A copy with twice the room."""
+        return _Window.of(self.entries(), 2 * self.keys.shape[0])
+
+    def entries(self, pick: NDArray[np.bool_] | slice = slice(None)) -> _Entries:
+        """The entries (or those ``pick`` selects) as columns."""
+        n = self.size
+        return _Entries(self.keys[:n][pick], self.values[:n][pick], self.created[:, :n][:, pick])
+
+
+@dataclass
+class _Entries:
+    """Window entries as columns: key numbers, values and creators (``CREATED`` rows)."""
+
+    keys: NDArray[np.int64]
+    values: NDArray[np.int64]
+    created: NDArray[np.int64]
+
+
+_NO_ENTRIES = _Entries(
+    np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty((CREATED, 0), np.int64)
+)
+
+
+class AggregateKernel:
+    """wordcount, paircount or longest_tweet on ``update_window``, one table per window.
+
+    Args:
+        op: The operator.
+        keys: Its f_MK over tweets, numbered once per row.
+        take_max: Keep each key's maximum (longest_tweet) rather than a count.
+
+    """
+
+    def __init__(self, op: OPlus, keys: KeyTable, take_max: bool) -> None:
+        self.op = op
+        self.keys = keys
+        self.take_max = take_max
+        self.windows: dict[int, dict[int, _Window]] = {}  # instance -> l -> table
+
+    def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
+        """Update the owned keys' windows with the run's tuples; return the tuples seen."""
+        ts, source, seq = data_nodes(nodes, start, stop)
+        if ts.shape[0] == 0:
+            return 0
+        (store,) = instance.shared.sources
+        rows = self.keys.read(store, int(seq.max()) + 1)
+        at = seq - rows.base
+        groups = self.keys.groups
+        owned = owned_groups(instance)
+        if instance.shared.audit is not None:
+            touched = groups[_keys_of(rows, at)]
+            audit_groups(instance, touched[owned[touched]])
+        mine = self.windows.setdefault(instance.j, {})
+        op = self.op
+        for l in range(op.earliest_win_l(int(ts[0])), op.latest_win_l(int(ts[-1])) + 1, op.wa_ms):
+            lo, hi = np.searchsorted(ts, [l, l + op.ws_ms]).tolist()
+            window = mine.get(l) or _Window.of(_NO_ENTRIES)
+            while lo < hi:
+                lo = update_window(
+                    lo, hi, ts, source, seq, at, rows.offsets, rows.numbers, groups,
+                    owned, rows.lengths, self.take_max, window.slots, window.keys,
+                    window.values, window.created, window.count,
+                )  # fmt: skip
+                if lo < hi:
+                    window = window.grown()
+            if window.size:
+                mine[l] = window
+        return int(ts.shape[0])
+
+    def window_sets(self) -> int:
+        """The window sets held: entries of every instance's tables."""
+        return sum(w.size for mine in self.windows.values() for w in mine.values())
+
+    def advance(self, instance: VSNInstance, watermark: int) -> None:
+        """Emit and drop the instance's windows that ended by ``watermark`` (L15-17)."""
+        mine = self.windows.get(instance.j)
+        if not mine:
+            return
+        ws = self.op.ws_ms
+        for l in sorted(l for l in mine if l + ws <= watermark):
+            self._emit(instance, l + ws, mine.pop(l).entries())
+
+    def _emit(self, instance: VSNInstance, ts: int, entries: _Entries) -> None:
+        """The rows f_O gives for a window's entries, as one block in cause order."""
+        c_ts, c_source, c_seq, c_index = entries.created
+        order = np.lexsort((c_index, c_seq, c_source, c_ts))
+        strings = self.keys.strings
+        keys = pa.array([strings[k] for k in entries.keys[order].tolist()], pa.string())
+        cause = (EXPIRED, c_ts[order], c_source[order], c_seq[order], c_index[order], 0, 0)
+        schema = instance.shared.output_schema
+        ends = np.full(order.shape[0], ts, dtype=np.int64)
+        instance.emit_block(
+            OutputBlock.of_columns(schema, ends, cause, [keys, entries.values[order]])
+        )
+
+    def switch(self, plan: EpochPlan) -> None:
+        """Move every entry to its key's owner under ``plan`` (no instance is running).
+
+        A table whose keys all stay with its instance, and that receives none, is kept.
+        """
+        owner = plan.owners
+        groups = self.keys.groups
+        moved: dict[int, dict[int, _Window]] = {j: {} for j in range(plan.parallelism)}
+        starts = sorted({l for mine in self.windows.values() for l in mine})
+        for l in starts:
+            parts = {j: mine[l] for j, mine in self.windows.items() if l in mine}
+            dest = {j: owner[groups[w.keys[: w.size]]] for j, w in parts.items()}
+            for j in range(plan.parallelism):
+                sources = {i: d == j for i, d in dest.items() if (d == j).any()}
+                if sources.keys() == {j} and sources[j].all():
+                    moved[j][l] = parts[j]
+                elif sources:
+                    moved[j][l] = _gather([parts[i].entries(pick) for i, pick in sources.items()])
+        self.windows = moved
+
+
+def _gather(parts: list[_Entries]) -> _Window:
+    """One table holding ``parts``' entries (keys are disjoint)."""
+    return _Window.of(
+        _Entries(
+            np.concatenate([p.keys for p in parts]),
+            np.concatenate([p.values for p in parts]),
+            np.concatenate([p.created for p in parts], axis=1),
+        )
+    )

@@ -1,0 +1,198 @@
+"""Operator 10 on the kernel path: an instance's keys in one band-join kernel call per run.
+
+Implements ``stretch.vsn.instance.CompiledOperator`` for ``BandJoinSpec``: given an
+instance and a run of ready nodes it handles the data tuples for the keys the instance
+owns in its epoch and emits exactly the rows (and causes) the operator's Python functions
+would, so the output still equals ``run_sn``'s. The ``BandJoin`` of the spec says which
+compiled predicate and which columns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from stretch.model.instance import UPDATED
+from stretch.model.oplus import OPlus
+from stretch.model.schema import ColumnType
+from stretch.operators.kernels import BandJoin
+from stretch.operators.kernels._band_join import COUNT, LAST, NEVER
+from stretch.vsn.compiled._runs import audit_groups, data_nodes, owned_groups
+from stretch.vsn.ingest import SourceRows, SourceStore
+from stretch.vsn.instance import ReadyNodes, VSNInstance
+from stretch.vsn.output_block import OutputBlock
+from stretch.vsn.reconfiguration import EpochPlan
+
+__all__ = ["BandJoinKernel"]
+
+
+def _gathered(
+    store: SourceStore, held: SourceRows, name: str, rows: NDArray[np.int64]
+) -> NDArray[Any] | pa.Array:
+    """Column ``name`` of the source's ``rows``; strings decoded, as an Arrow array."""
+    values = held.column(name)[rows - held.base]
+    if dict(store.schema)[name] is ColumnType.STR:
+        return store.dictionary.decode_arrow(values)
+    return values
+
+
+class _Slab:
+    """The stored L and R tuples of the keys one instance owns, one slot per key.
+
+    Only its instance touches a slab between two switches, so it may grow at any time;
+    a switch (every instance at the barrier) moves keys between slabs.
+    """
+
+    def __init__(self, slot_keys: NDArray[np.int64], capacity: int = 256) -> None:
+        self.slot_keys = slot_keys
+        self.ts = np.empty((len(slot_keys), 2, capacity), dtype=np.int64)
+        self.seq = np.empty((len(slot_keys), 2, capacity), dtype=np.int64)
+        self.bounds = np.zeros((len(slot_keys), LAST + 1), dtype=np.int64)
+        self.bounds[:, LAST] = NEVER
+
+    @classmethod
+    def gather(
+        cls, slot_keys: NDArray[np.int64], where: dict[int, tuple[_Slab, int]], extra: int
+    ) -> _Slab:
+        """A slab for ``slot_keys`` with room for ``extra`` more tuples per key and side.
+
+        Each key's live tuples and counter come from ``where[key]`` (a slab and slot);
+        keys not in ``where`` start empty.
+        """
+        sizes = [
+            int(old.bounds[o, 2 * side + 1] - old.bounds[o, 2 * side])
+            for old, o in where.values()
+            for side in (0, 1)
+        ]
+        new = cls(slot_keys, max(256, 2 * (max(sizes, default=0) + extra)))
+        for s, key in enumerate(slot_keys.tolist()):
+            if key not in where:
+                continue
+            old, o = where[key]
+            new.bounds[s, COUNT:] = old.bounds[o, COUNT:]
+            for side in (0, 1):
+                head, tail = old.bounds[o, 2 * side], old.bounds[o, 2 * side + 1]
+                new.ts[s, side, : tail - head] = old.ts[o, side, head:tail]
+                new.seq[s, side, : tail - head] = old.seq[o, side, head:tail]
+                new.bounds[s, 2 * side + 1] = tail - head
+        return new
+
+    def reserve(self, extra: int) -> _Slab:
+        """Itself if every store has room for ``extra`` more tuples, else a compacted copy."""
+        tails = self.bounds[:, [1, 3]]
+        if tails.size == 0 or int(tails.max()) + extra <= self.ts.shape[2]:
+            return self
+        mine = {key: (self, s) for s, key in enumerate(self.slot_keys.tolist())}
+        return _Slab.gather(self.slot_keys, mine, extra)
+
+
+class BandJoinKernel:
+    """Operator 10 with a catalog predicate: an instance's keys in one kernel call per run."""
+
+    def __init__(self, op: OPlus, keys: int, join: BandJoin) -> None:
+        self.op = op
+        self.keys = keys
+        self.join = join
+        self.groups = np.array([op.group_of(k) for k in range(keys)], dtype=np.int64)
+        self.slabs: dict[int, _Slab] = {}
+        self.comparisons: dict[int, int] = {}
+
+    def advance(self, instance: VSNInstance, watermark: int) -> None:
+        """Nothing to emit: a key purges its stored tuples when its next tuple arrives."""
+
+    def switch(self, plan: EpochPlan) -> None:
+        """Move every key's stored tuples to the slab of its owner under ``plan``.
+
+        An instance whose keys do not change keeps its slab (no copy).
+        """
+        where = {
+            key: (slab, s)
+            for slab in self.slabs.values()
+            for s, key in enumerate(slab.slot_keys.tolist())
+        }
+        owner = plan.owners[self.groups]
+        slabs = {}
+        for j in range(plan.parallelism):
+            mine = np.flatnonzero(owner == j)
+            kept = self.slabs.get(j)
+            if kept is None or not np.array_equal(kept.slot_keys, mine):
+                kept = _Slab.gather(mine, where, 0)
+            slabs[j] = kept
+        self.slabs = slabs
+
+    def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
+        """Join the run's tuples for the instance's keys; return the data tuples seen."""
+        ts, source, seq = data_nodes(nodes, start, stop)
+        n = int(ts.shape[0])
+        if n == 0:
+            return 0
+        owned = np.flatnonzero(owned_groups(instance)[self.groups])
+        # Before the first switch nothing is stored yet, so a slab starts empty.
+        slab = self.slabs.get(instance.j) or _Slab(owned)
+        assert np.array_equal(slab.slot_keys, owned), "a slab out of step with the mapping"
+        slab = self.slabs[instance.j] = slab.reserve(n)
+        audit_groups(instance, self.groups[owned])
+        held = tuple(store.rows() for store in instance.shared.sources)
+        reads_left = tuple(held[0].column(name) for name in self.join.reads[0])
+        reads_right = tuple(held[1].column(name) for name in self.join.reads[1])
+        bases = np.array([held[0].base, held[1].base], dtype=np.int64)
+        out = np.empty((4, 1024), dtype=np.int64)
+        stats = np.zeros(2, dtype=np.int64)  # matches in out, comparisons
+        progress = np.zeros(len(owned), dtype=np.int64)
+        found: list[NDArray[np.int64]] = []
+        done = False
+        while not done:
+            done = self.join.run(
+                slab.slot_keys,
+                self.keys,
+                self.op.ws_ms - 1,  # the band: the join's O+ window is one tick longer
+                self.op.wa_ms,
+                progress,
+                ts,
+                source,
+                seq,
+                slab.ts,
+                slab.seq,
+                slab.bounds,
+                reads_left,
+                reads_right,
+                bases,
+                out,
+                stats,
+            )
+            if stats[0]:
+                found.append(out[:, : stats[0]].copy())
+            elif not done:
+                out = np.empty((4, 2 * out.shape[1]), dtype=np.int64)
+            stats[0] = 0
+        self.comparisons[instance.j] = self.comparisons.get(instance.j, 0) + int(stats[1])
+        if found:
+            matches = np.concatenate(found, axis=1)
+            order = np.lexsort((matches[3], matches[1], matches[0]))
+            self._emit(instance, held, ts, source, seq, matches[:, order])
+        return n
+
+    def _emit(
+        self,
+        instance: VSNInstance,
+        held: tuple[SourceRows, ...],
+        ts: NDArray[np.int64],
+        source: NDArray[np.int64],
+        seq: NDArray[np.int64],
+        matches: NDArray[np.int64],
+    ) -> None:
+        """Rows of the matches, given in the reference's order: by tuple, key, then j."""
+        index, key, partner, j = matches
+        t, s, q = ts[index], source[index], seq[index]
+        arrived_left = s == 0
+        rows = (np.where(arrived_left, q, partner), np.where(arrived_left, partner, q))
+        pool = instance.shared
+        payload = [
+            _gathered(pool.sources[side], held[side], name, rows[side])
+            for side, name in self.join.payload
+        ]
+        cause = (UPDATED, t, s, q, key, 0, j)
+        instance.emit_block(OutputBlock.of_columns(pool.output_schema, t, cause, payload))

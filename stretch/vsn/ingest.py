@@ -1,0 +1,203 @@
+"""Per-source ingest: check a source's batches, number their rows, keep them for readers.
+
+Each input source of a pipeline appends timestamp-sorted batches. A ``SourceStore`` checks
+the order (docs/design.md decision 8: a tuple older than what the source already released is
+rejected, never merged out of order), gives each row its per-source sequence number (the
+``seq`` of the total order, decision 2) and keeps the rows so that the ESG's opaque int64
+payload can name a row by that number. Columns are kept as NumPy arrays for the compiled
+kernels; ``StreamTuple``s are built on demand for the generic (Python O+) path.
+
+Rows no instance can read any more are dropped (``trim``), so a long-running source holds
+only about a window of rows. Readers take a ``SourceRows`` snapshot (``rows()``) after
+they got the sequence numbers they look up; row ``seq`` is at ``seq - base`` in it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from stretch.errors import LateTupleError
+from stretch.model.batch import Batch, StringDictionary
+from stretch.model.oplus import StreamTuple
+from stretch.model.schema import ColumnType, Schema
+from stretch.vsn.reorder import ReorderBuffer
+
+__all__ = ["SourceRows", "SourceStore"]
+
+
+@dataclass(frozen=True)
+class SourceRows:
+    """The rows a source holds, from sequence number ``base``: row seq is at ``seq - base``.
+
+    A snapshot: a trim or a reallocation publishes a new one, and appends write past the
+    rows it was taken with, so it stays valid for every row it held or was told about.
+    """
+
+    base: int
+    ts: NDArray[np.int64]
+    columns: dict[str, NDArray[Any]]
+
+    def column(self, name: str) -> NDArray[Any]:
+        """A payload column (strings as codes), row seq at ``seq - base``."""
+        return self.columns[name]
+
+
+class SourceStore:
+    """The rows one source has added, by sequence number, and its released watermark.
+
+    Args:
+        source: The source index (the stream index of the operator's inputs).
+        schema: The payload columns of the stream.
+        where: A description for messages, e.g. "source 1 of 'scalejoin'".
+        dictionary: The pipeline's string dictionary (shared by all sources).
+        allowed_lateness_ms: The lateness its reorder buffer allows.
+
+    """
+
+    def __init__(
+        self,
+        source: int,
+        schema: Schema,
+        where: str,
+        dictionary: StringDictionary,
+        allowed_lateness_ms: int = 0,
+    ) -> None:
+        self.source = source
+        self.reorder = ReorderBuffer(allowed_lateness_ms, where)
+        self.schema = schema
+        self.where = where
+        self.dictionary = dictionary
+        self.lock = threading.Lock()  # one producer at a time (add, control, watermark)
+        self.last_ts: int | None = None
+        self.watermark: int | None = None
+        self.closed = False
+        self._length = 0
+        self._rows = self._allocate(0, 0)
+        self._tuples: tuple[int, list[StreamTuple]] = (0, [])  # (base, StreamTuples)
+        self._tuple_lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self._length
+
+    def append(self, data: pa.Table) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Store a batch already conformed to the schema; return its ``ts`` and seqs.
+
+        The caller holds ``self.lock`` (the pipeline conforms batches when they arrive,
+        before the reorder buffer). O(len(data)).
+
+        Raises:
+            LateTupleError: the batch is not sorted by ``ts``, or starts before the
+                source's last ``ts`` or released watermark.
+
+        """
+        batch = Batch.from_arrow(data, self.schema, self.dictionary)
+        ts = batch.ts
+        if len(ts) == 0:
+            return ts, np.empty(0, dtype=np.int64)
+        steps = np.diff(ts)
+        if steps.size and int(steps.min()) < 0:
+            row = int(np.argmax(steps < 0)) + 2
+            msg = (
+                f"{self.where}: ts {int(ts[row - 1])} at row {row} is before the ts "
+                f"{int(ts[row - 2])} of the row above; each batch must be sorted by ts"
+            )
+            raise LateTupleError(msg)
+        floor = max(x for x in (self.last_ts, self.watermark, -(2**63)) if x is not None)
+        if int(ts[0]) < floor:
+            msg = (
+                f"{self.where}: ts {int(ts[0])} is before the source's last ts or watermark {floor}"
+            )
+            raise LateTupleError(msg)
+        start = self._length
+        stop = start + len(ts)
+        rows = self._rows
+        if stop - rows.base > rows.ts.shape[0]:
+            rows = self._moved(rows.base, 2 * (stop - rows.base))
+        rows.ts[start - rows.base : stop - rows.base] = ts
+        for name in self.schema.names:
+            rows.columns[name][start - rows.base : stop - rows.base] = batch.columns[name]
+        self._length = stop
+        self.last_ts = int(ts[-1])
+        return ts, np.arange(start, stop, dtype=np.int64)
+
+    def rows(self) -> SourceRows:
+        """The rows held now (valid for every sequence number added so far from ``base``)."""
+        return self._rows
+
+    def trim(self, before_ts: int, min_rows: int) -> int:
+        """Drop the rows with ``ts < before_ts`` if there are at least ``min_rows``.
+
+        The caller holds ``self.lock`` and guarantees that no reader looks those rows up
+        any more. Returns the new ``base``. O(rows kept) when it trims.
+        """
+        rows = self._rows
+        held = rows.ts[: self._length - rows.base]
+        drop = int(np.searchsorted(held, before_ts, side="left"))
+        if drop >= max(min_rows, 1):
+            self._moved(rows.base + drop, 2 * (held.shape[0] - drop))
+            with self._tuple_lock:
+                base, tuples = self._tuples
+                self._tuples = (rows.base + drop, tuples[rows.base + drop - base :])
+        return self._rows.base
+
+    def _moved(self, base: int, capacity: int) -> SourceRows:
+        """Publish new arrays holding rows ``base..`` with room for ``capacity`` rows."""
+        old = self._rows
+        new = self._allocate(base, max(capacity, 1024))
+        kept = slice(base - old.base, self._length - old.base)
+        new.ts[: self._length - base] = old.ts[kept]
+        for name in self.schema.names:
+            new.columns[name][: self._length - base] = old.columns[name][kept]
+        self._rows = new
+        return new
+
+    def _allocate(self, base: int, capacity: int) -> SourceRows:
+        return SourceRows(
+            base,
+            np.empty(capacity, dtype=np.int64),
+            {
+                name: np.empty(
+                    capacity,
+                    dtype=np.int32 if kind is ColumnType.STR else kind.arrow.to_pandas_dtype(),
+                )
+                for name, kind in self.schema
+            },
+        )
+
+    def tuple_at(self, seq: int) -> StreamTuple:
+        """The ``StreamTuple`` of row ``seq`` (built once, shared by every instance)."""
+        base, tuples = self._tuples
+        if 0 <= seq - base < len(tuples):
+            return tuples[seq - base]
+        with self._tuple_lock:
+            base, tuples = self._tuples
+            if seq < base:
+                msg = f"{self.where}: row {seq} was trimmed (rows from {base} are held)"
+                raise LookupError(msg)
+            count = base + len(tuples)
+            if seq >= count:
+                rows, stop = self._rows, len(self)
+                held = slice(count - rows.base, stop - rows.base)
+                decoded: dict[str, list[Any]] = {}
+                for name, kind in self.schema:
+                    values = rows.columns[name][held]
+                    decoded[name] = (
+                        self.dictionary.decode(values)
+                        if kind is ColumnType.STR
+                        else values.tolist()
+                    )
+                names = self.schema.names
+                ts = rows.ts[held].tolist()
+                tuples.extend(
+                    StreamTuple(
+                        int(ts[i]), self.source, count + i, {n: decoded[n][i] for n in names}
+                    )
+                    for i in range(stop - count)
+                )
+            return tuples[seq - base]

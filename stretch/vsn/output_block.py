@@ -1,0 +1,135 @@
+"""Output rows as columns: the blocks that travel from the instances to the output log.
+
+An ``OutputBlock`` holds output rows as an Arrow record batch (``ts`` first, then the
+payload in output-schema order) and their sort key as an int64 matrix: ``ts``, then the
+cause of each row (``stretch.model.instance.OutputRow``) padded to ``CAUSE_WIDTH`` ints.
+
+Padding keeps the order of causes. A cause of f_O, ``(0, *created, j)``, has 6 ints and
+one of f_U, ``(1, ts, source, seq, key_index, window, j)``, has 7. Two causes of one kind
+have the same length, so appending the same 0 to both changes nothing between them; two
+causes of different kinds differ in their first int, which decides between them before
+the padding is reached. So the lexicographic order of the padded rows is the order of
+the tuples, and sorting a block by its key sorts its rows by ``(ts, cause)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from stretch.model.instance import OutputRow
+from stretch.model.schema import Schema
+
+__all__ = ["CAUSE_WIDTH", "OutputBlock"]
+
+CAUSE_WIDTH = 7
+"""Ints in a padded cause: the length of an f_U cause."""
+
+
+@dataclass(frozen=True)
+class OutputBlock:
+    """Output rows in columns, with their ``(ts, cause)`` sort key.
+
+    Attributes:
+        key: ``(1 + CAUSE_WIDTH, n)`` int64: row 0 is ``ts``, rows 1.. the padded cause.
+        rows: The rows, ``ts`` first, in the operator's output schema.
+
+    """
+
+    key: NDArray[np.int64]
+    rows: pa.RecordBatch
+
+    def __len__(self) -> int:
+        return int(self.rows.num_rows)
+
+    @property
+    def ts(self) -> NDArray[np.int64]:
+        """The rows' event times."""
+        ts: NDArray[np.int64] = self.key[0]
+        return ts
+
+    @classmethod
+    def of_columns(
+        cls,
+        schema: pa.Schema,
+        ts: NDArray[np.int64],
+        cause: Sequence[NDArray[np.int64] | int],
+        payload: Sequence[Any],
+    ) -> OutputBlock:
+        """A block of columns (a kernel's output). O(n).
+
+        Args:
+            schema: The output schema, ``ts`` first.
+            ts: The rows' event times.
+            cause: ``CAUSE_WIDTH`` cause columns; an int stands for a constant column.
+            payload: One array per payload column of ``schema``.
+
+        """
+        key = np.empty((1 + CAUSE_WIDTH, len(ts)), dtype=np.int64)
+        key[0] = ts
+        for row, column in enumerate(cause, start=1):
+            key[row] = column
+        arrays = [pa.array(ts, pa.int64())]
+        arrays += [pa.array(c, f.type) for c, f in zip(payload, list(schema)[1:], strict=True)]
+        return cls(key, pa.RecordBatch.from_arrays(arrays, schema=schema))
+
+    @classmethod
+    def of_rows(cls, schema: Schema, rows: Sequence[OutputRow]) -> OutputBlock:
+        """A block of ``OutputRow``s (the generic path's output), in their order. O(n)."""
+        key = np.array(
+            [(r.ts, *r.cause, *(0,) * (CAUSE_WIDTH - len(r.cause))) for r in rows],
+            dtype=np.int64,
+        ).reshape(len(rows), 1 + CAUSE_WIDTH)
+        batch = schema.record_batch([r.ts for r in rows], [r.payload for r in rows])
+        return cls(np.ascontiguousarray(key.T), batch)
+
+    @classmethod
+    def empty(cls, schema: pa.Schema) -> OutputBlock:
+        """No rows."""
+        columns = [pa.array([], field.type) for field in schema]
+        return cls(
+            np.empty((1 + CAUSE_WIDTH, 0), dtype=np.int64),
+            pa.RecordBatch.from_arrays(columns, schema=schema),
+        )
+
+    @classmethod
+    def concat(cls, blocks: Sequence[OutputBlock]) -> OutputBlock:
+        """The rows of ``blocks`` (at least one) one after the other. O(total rows)."""
+        full = [block for block in blocks if len(block)]
+        if len(full) <= 1:
+            return full[0] if full else blocks[0]
+        return cls(
+            np.concatenate([block.key for block in full], axis=1),
+            pa.concat_batches([block.rows for block in full]),
+        )
+
+    @classmethod
+    def merge(cls, blocks: Sequence[OutputBlock]) -> OutputBlock:
+        """The rows of ``blocks`` (at least one, each sorted) in ``(ts, cause)`` order.
+
+        Joined as they are when each block starts at or after the end of the one before
+        (O(n)), else sorted (O(n log n)).
+        """
+        full = [block for block in blocks if len(block)]
+        joined = cls.concat(blocks)
+        if all(a.key[:, -1].tolist() <= b.key[:, 0].tolist() for a, b in pairwise(full)):
+            return joined
+        return joined.sorted()
+
+    def take(self, indices: NDArray[np.int64]) -> OutputBlock:
+        """The rows at ``indices``, in that order. O(len(indices))."""
+        return OutputBlock(np.take(self.key, indices, axis=1), self.rows.take(indices))
+
+    def slice(self, start: int, stop: int) -> OutputBlock:
+        """Rows ``start..stop-1`` (no copy)."""
+        return OutputBlock(self.key[:, start:stop], self.rows.slice(start, stop - start))
+
+    def sorted(self) -> OutputBlock:
+        """The rows in ``(ts, cause)`` order (stable). O(n log n)."""
+        return self.take(np.lexsort(self.key[::-1]))

@@ -1,0 +1,142 @@
+"""The output log: ESG_out's rows as an append-only sequence with offsets (decision 9).
+
+Rows are appended in output order (``(ts, cause)``, the order of ``run_sn``) as Arrow
+record batches; a reader polls by offset and gets the rows from there as one table, and
+commits the offset it has consumed; the log trims the prefix every registered reader
+committed (whole batches, and the part of the first one kept). Offsets keep growing
+across trims.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterable
+
+import pyarrow as pa
+
+from stretch.errors import InputError
+
+__all__ = ["OutputLog"]
+
+
+class OutputLog:
+    """An append-only, thread-safe log of output rows with monotonically growing offsets.
+
+    Args:
+        schema: The rows' Arrow schema (``ts`` first).
+        readers: The reader names whose commits gate trimming (one default reader).
+
+    """
+
+    def __init__(self, schema: pa.Schema, readers: Iterable[str] = ("default",)) -> None:
+        self.schema = schema
+        self._batches: list[pa.RecordBatch] = []  # the rows held, oldest first
+        self._ends: list[int] = []  # the offset after each held batch
+        self._base = 0  # the offset of the first row held
+        self._end = 0  # the offset the next appended row gets
+        self._commits = dict.fromkeys(readers, 0)
+        self._finished = False
+        self._changed = threading.Condition()
+
+    @property
+    def end_offset(self) -> int:
+        """The offset the next appended row will get."""
+        with self._changed:
+            return self._end
+
+    @property
+    def start_offset(self) -> int:
+        """The offset of the oldest row still held (earlier ones were trimmed)."""
+        with self._changed:
+            return self._base
+
+    @property
+    def finished(self) -> bool:
+        """Whether every row has been appended (the end of input went through)."""
+        with self._changed:
+            return self._finished
+
+    def append(self, batches: Iterable[pa.RecordBatch]) -> None:
+        """Append rows (record batches in the log's schema) at the end. O(len(batches))."""
+        with self._changed:
+            for batch in batches:
+                if batch.num_rows:
+                    self._batches.append(batch)
+                    self._end += batch.num_rows
+                    self._ends.append(self._end)
+            self._changed.notify_all()
+
+    def finish(self) -> None:
+        """Mark the log complete: no row will be appended any more."""
+        with self._changed:
+            self._finished = True
+            self._changed.notify_all()
+
+    def read(
+        self, offset: int = 0, max_rows: int | None = None, wait_s: float = 0.0
+    ) -> tuple[pa.Table, int]:
+        """Rows from ``offset`` on, at most ``max_rows``, and the offset after them.
+
+        O(log B + batches returned) for B batches held; the rows are not copied.
+
+        Args:
+            offset: The first offset wanted.
+            max_rows: The most rows returned (all available if None).
+            wait_s: How long to wait for a row at ``offset`` if none is there yet.
+
+        Raises:
+            InputError: ``offset`` was trimmed already or is negative.
+
+        """
+        with self._changed:
+            if wait_s > 0:
+                self._changed.wait_for(lambda: self._finished or self._end > offset, wait_s)
+            if offset < self._base or offset < 0:
+                msg = f"output offset {offset} was trimmed; the log starts at {self._base}"
+                raise InputError(msg)
+            stop = self._end if max_rows is None else min(self._end, offset + max_rows)
+            pieces = []
+            position = offset
+            index = bisect.bisect_right(self._ends, offset)
+            while position < stop:
+                batch, end = self._batches[index], self._ends[index]
+                begin = end - batch.num_rows
+                take = min(end, stop) - position
+                pieces.append(batch.slice(position - begin, take))
+                position += take
+                index += 1
+            return pa.Table.from_batches(pieces, schema=self.schema), position
+
+    def wait_finished(self, timeout_s: float | None) -> bool:
+        """Block until the log is finished; return whether it is."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._finished, timeout_s)
+
+    def commit(self, offset: int, reader: str = "default") -> None:
+        """Record that ``reader`` consumed everything before ``offset``; trim if all did.
+
+        Raises:
+            InputError: ``offset`` is beyond the end of the log or ``reader`` is unknown.
+
+        """
+        with self._changed:
+            if reader not in self._commits:
+                msg = f"unknown output reader {reader!r}"
+                raise InputError(msg)
+            if not 0 <= offset <= self._end:
+                msg = f"commit offset {offset} is outside the log [0, {self._end}]"
+                raise InputError(msg)
+            self._commits[reader] = max(self._commits[reader], offset)
+            trim_to = min(self._commits.values())
+            if trim_to > self._base:
+                self._trim(trim_to)
+
+    def _trim(self, offset: int) -> None:
+        """Drop the rows before ``offset``: whole batches, then the head of the next."""
+        whole = bisect.bisect_right(self._ends, offset)
+        del self._batches[:whole], self._ends[:whole]
+        if self._batches:
+            first = self._batches[0]
+            self._batches[0] = first.slice(first.num_rows - (self._ends[0] - offset))
+        self._base = offset

@@ -1,0 +1,239 @@
+"""The instance pool: the n O+ instances of a VSN operator and what they share.
+
+``setup(O+, m, n)`` (section 7) creates n instances sharing the state sigma and connects
+m of them to ESG_in and ESG_out; the rest wait in the pool. The pool holds sigma, the
+gates, the input sources, the plans of every epoch and the epoch barrier, and performs
+the switch of Alg. 4 L12-13 on behalf of the one instance that runs it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stretch.errors import ReconfigurationError, StretchError
+from stretch.model.oplus import END_OF_INPUT, OPlus
+from stretch.model.windows import WindowStore
+from stretch.vsn.audit import AuditedState, OwnershipAudit
+from stretch.vsn.instance import CompiledOperator, ReadyNodes, StartPackage, VSNInstance
+from stretch.vsn.output_block import OutputBlock
+from stretch.vsn.reconfiguration import EpochBarrier, EpochPlan, ReconfigurationRecord
+
+__all__ = ["InstancePool"]
+
+
+class InstancePool:
+    """The n instances of one operator, the shared state sigma and the epoch machinery.
+
+    Args:
+        op: The operator.
+        esg_in: The gate the instances read (one source per input stream).
+        esg_out: The gate the instances write (one source per connected instance).
+        sources: The input sources' stores, by source index (for payload lookups).
+        parallelism: m, the instances connected at start.
+        max_parallelism: n, the pool size.
+        compiled: The operator's kernel path, if it has one.
+        audit: If given, every key-group access is checked against Theorem 3.
+
+    """
+
+    min_backoff_s = 20e-6
+    max_backoff_s = 5e-3
+
+    def __init__(
+        self,
+        op: OPlus,
+        esg_in: Any,
+        esg_out: Any,
+        sources: Sequence[Any],
+        first_plan: EpochPlan,
+        max_parallelism: int,
+        compiled: CompiledOperator | None = None,
+        audit: OwnershipAudit | None = None,
+        on_switch: Callable[[EpochPlan], None] | None = None,
+    ) -> None:
+        self.op = op
+        self.esg_in = esg_in
+        self.esg_out = esg_out
+        self.sources = sources
+        self.compiled = compiled
+        self.audit = audit
+        self.sigma = [WindowStore() for _ in range(op.key_groups)]
+        self.plans: dict[int, EpochPlan] = {0: first_plan}
+        self.records: dict[int, ReconfigurationRecord] = {}
+        self.barrier = EpochBarrier()
+        self.stopping = False
+        self.error: BaseException | None = None
+        self.drainer_wake = threading.Event()
+        self.current = first_plan
+        self._on_switch = on_switch
+        self.output_schema = op.output.arrow()
+        self._blocks: dict[int, OutputBlock] = {}  # by their first row id, increasing
+        self._untaken: dict[int, int] = {}  # rows of each block the drainer has not taken
+        self._row_lock = threading.Lock()
+        self._next_row = 0
+        self.instances = [VSNInstance(j, self) for j in range(max_parallelism)]
+
+    def state_for(self, instance: VSNInstance) -> Sequence[WindowStore]:
+        """sigma as ``instance`` accesses it (audited if an audit is set)."""
+        if self.audit is None:
+            return self.sigma
+        return AuditedState(self.sigma, self.audit, instance)
+
+    def start(self) -> None:
+        """Start every pool thread and connect instances ``0..m-1`` (epoch 0)."""
+        first = self.current
+        for instance in self.instances:
+            instance.thread.start()
+        empty = ReadyNodes.empty()
+        for j in range(first.parallelism):
+            self.instances[j].provision(StartPackage(first, (), -(2**63 - 1), empty))
+
+    def stop(self) -> None:
+        """Stop and join every pool thread."""
+        self.stopping = True
+        self.barrier.stop()
+        for instance in self.instances:
+            instance.wake.set()
+        for instance in self.instances:
+            if instance.thread.is_alive():
+                instance.thread.join()
+
+    def fail(self, exc: BaseException) -> None:
+        """Record an instance's failure and stop the others."""
+        if self.error is None:
+            self.error = exc
+        self.stopping = True
+        self.barrier.stop()
+        self.drainer_wake.set()
+
+    def raise_failure(self) -> None:
+        """Raise the first failure of an instance, if any.
+
+        Raises:
+            StretchError: wrapping the instance's exception.
+
+        """
+        if self.error is not None:
+            msg = f"operator {self.op.name!r}: an instance failed: {self.error!r}"
+            raise StretchError(msg) from self.error
+
+    def wake_all(self) -> None:
+        """Wake the connected instances (new input is ready)."""
+        for j in range(self.current.parallelism):
+            self.instances[j].wake.set()
+
+    def trim_horizon(self) -> int | None:
+        """The ts below which no instance will look up an input row again, if known.
+
+        An instance reads rows at or after its watermark (the tuples it has yet to take
+        from ESG_in), and a join looks back one window (WS + 1) from there; a provisioned
+        instance not started yet reads from its start watermark. One window and one
+        advance more are kept as a margin.
+        """
+        marks = [i.reading_from() for i in self.instances]
+        known = [m for m in marks if m is not None]
+        if not known or min(known) <= -END_OF_INPUT:
+            return None
+        return min(known) - self.op.ws_ms - self.op.wa_ms - 1
+
+    def store_block(self, block: OutputBlock) -> int:
+        """Keep a block until the drainer takes its rows; return its first row's id.
+
+        The rows get the consecutive ids (ESG_out payloads) ``first .. first + n - 1``.
+        """
+        with self._row_lock:
+            first = self._next_row
+            self._next_row += len(block)
+            self._blocks[first] = block
+            self._untaken[first] = len(block)
+        return first
+
+    def take_rows(self, row_ids: NDArray[np.int64]) -> OutputBlock:
+        """The rows of ESG_out payloads ``row_ids``, in that order (each is taken once).
+
+        Consecutive ids (one instance's rows) are slices of the blocks holding them;
+        otherwise those blocks are joined and the rows gathered. A block is dropped once
+        every row of it was taken. O(len(row_ids) + blocks held), plus the rows of the
+        blocks touched when gathering.
+        """
+        n = len(row_ids)
+        if n == 0:
+            return OutputBlock.empty(self.output_schema)
+        with self._row_lock:
+            firsts = np.fromiter(self._blocks, dtype=np.int64, count=len(self._blocks))
+            which = np.searchsorted(firsts, row_ids, side="right") - 1
+            counts = np.bincount(which, minlength=len(firsts))
+            used = np.flatnonzero(counts)
+            blocks = [(first, self._blocks[first]) for first in firsts[used].tolist()]
+            for first, count in zip(firsts[used].tolist(), counts[used].tolist(), strict=True):
+                self._untaken[first] -= count
+                if self._untaken[first] == 0:
+                    del self._blocks[first], self._untaken[first]
+        low, high = int(row_ids[0]), int(row_ids[-1]) + 1
+        if high - low == n and bool(np.all(np.diff(row_ids) == 1)):
+            return OutputBlock.concat(
+                [
+                    block.slice(max(low - first, 0), min(high - first, len(block)))
+                    for first, block in blocks
+                ]
+            )
+        starts = np.zeros(len(firsts), dtype=np.int64)
+        sizes = [len(block) for _, block in blocks]
+        starts[used] = np.cumsum([0, *sizes[:-1]]) - firsts[used]
+        return OutputBlock.concat([block for _, block in blocks]).take(row_ids + starts[which])
+
+    def switch(
+        self, leader: VSNInstance, left: EpochPlan, target: EpochPlan, backlog: ReadyNodes
+    ) -> None:
+        """Alg. 4 L12-13, run once by the last instance at the barrier of ``target``.
+
+        Provisioning adds the new instances first to ESG_out (as sources starting at the
+        leader's frontier, Lemma 3) and then to ESG_in (as readers at the leader's
+        handle), and gives them ``backlog``: the triggering tuple and what the leader had
+        already taken after it. Decommissioning removes the leaving instances first from
+        ESG_in and then from ESG_out; their unreleased rows go to instance 0, which every
+        epoch has.
+
+        Raises:
+            ReconfigurationError: a gate refused the change.
+
+        """
+        old, new = left.parallelism, target.parallelism
+        if self.compiled is not None:
+            self.compiled.switch(target)
+        if new > old:
+            ids = list(range(old, new))
+            if not self.esg_out.add_sources(ids, leader.j):
+                msg = f"epoch {target.epoch}: ESG_out refused sources {ids}"
+                raise ReconfigurationError(msg)
+            if not self.esg_in.add_readers(ids, leader.j):
+                msg = f"epoch {target.epoch}: ESG_in refused readers {ids}"
+                raise ReconfigurationError(msg)
+            later = tuple(leader.prepared[1:])
+            for j in ids:
+                self.instances[j].provision(
+                    StartPackage(target, later, leader.oplus.watermark, backlog)
+                )
+        elif new < old:
+            ids = list(range(new, old))
+            if not self.esg_in.remove_readers(ids, leader.j):
+                msg = f"epoch {target.epoch}: ESG_in refused to remove readers {ids}"
+                raise ReconfigurationError(msg)
+            for j in ids:
+                self.instances[0].adopt_output(self.instances[j].take_output())
+            if not self.esg_out.remove_sources(ids, leader.j):
+                msg = f"epoch {target.epoch}: ESG_out refused to remove sources {ids}"
+                raise ReconfigurationError(msg)
+        self.current = target
+        record = self.records.get(target.epoch)
+        if record is not None:
+            record.completed_ns = time.perf_counter_ns()
+            record.trigger_ts = int(backlog.ts[0])
+        if self._on_switch is not None:
+            self._on_switch(target)

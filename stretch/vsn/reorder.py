@@ -1,0 +1,93 @@
+"""Out-of-order input (docs/design.md decision 8): a per-source reorder buffer.
+
+Spark micro-batches are not sorted. A source's rows wait here until its released watermark
+passes them, then leave in ``ts`` order (ties in arrival order), so the stream the ESG sees
+is sorted and its sequence numbers are the same as a stable sort of everything the source
+sent. The released watermark is the largest ``ts`` seen minus the allowed lateness, or an
+explicit watermark (a heartbeat), whichever is later.
+
+Late policy: a batch holding a row older than the released watermark is rejected whole
+(``LateTupleError`` naming the row); nothing of it is kept. The caller counts it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from stretch.errors import LateTupleError
+from stretch.model.oplus import END_OF_INPUT
+from stretch.model.schema import TS
+
+__all__ = ["ReorderBuffer"]
+
+
+class ReorderBuffer:
+    """Holds one source's rows until they are complete.
+
+    Args:
+        allowed_lateness_ms: How far behind the largest ``ts`` seen a row may arrive.
+        where: The source, for messages.
+
+    Attributes:
+        released: The released watermark: every row released has ``ts`` below it and
+            every later row must have ``ts`` at or above it.
+
+    """
+
+    def __init__(self, allowed_lateness_ms: int, where: str) -> None:
+        if allowed_lateness_ms < 0:
+            msg = f"{where}: allowed lateness must be >= 0 ms, got {allowed_lateness_ms}"
+            raise ValueError(msg)
+        self.allowed_lateness_ms = allowed_lateness_ms
+        self.where = where
+        self.released = -END_OF_INPUT
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+
+    def __len__(self) -> int:
+        """Rows held back."""
+        return self._pending_rows
+
+    def push(self, table: pa.Table) -> pa.Table | None:
+        """Take a batch (a conformed table, any order); return the rows now complete.
+
+        Raises:
+            LateTupleError: a row is older than the released watermark; nothing is kept.
+
+        """
+        ts = table.column(TS).to_numpy()
+        if len(ts) == 0:
+            return None
+        late = np.flatnonzero(ts < self.released)
+        if len(late):
+            row = int(late[0])
+            msg = (
+                f"{self.where}: row {row + 1} has ts {int(ts[row])}, before the released "
+                f"watermark {self.released} ({len(late)} late row(s); the batch was rejected)"
+            )
+            raise LateTupleError(msg)
+        self._pending.append(table)
+        self._pending_rows += len(ts)
+        return self.advance(int(ts.max()) - self.allowed_lateness_ms)
+
+    def advance(self, watermark: int) -> pa.Table | None:
+        """Raise the released watermark (a lower one is ignored); return the rows it frees."""
+        if watermark <= self.released or not self._pending:
+            self.released = max(self.released, watermark)
+            return None
+        self.released = watermark
+        held = pa.concat_tables(self._pending)
+        ts = held.column(TS).to_numpy()
+        if bool(np.any(ts[1:] < ts[:-1])):  # rows arrived out of order
+            order = np.argsort(ts, kind="stable")
+            held, ts = held.take(pa.array(order)), ts[order]
+        cut = int(np.searchsorted(ts, watermark, "left"))
+        rest = held.slice(cut)
+        self._pending = [rest] if rest.num_rows else []
+        self._pending_rows = rest.num_rows
+        return held.slice(0, cut) if cut else None
+
+    def flush(self) -> pa.Table | None:
+        """End of input: every row held, in order."""
+        return self.advance(END_OF_INPUT)

@@ -1,0 +1,213 @@
+"""The VSN runtime's entry points: ``setup`` (section 7) and ``run_vsn`` (the CLI's replay).
+
+``setup(op, m, n)`` starts a ``Pipeline``: n O+ instances sharing one state, m of them
+connected to ESG_in and ESG_out (Fig. 5). ``setup(upstream, op, m, n)`` chains: the output
+of ``upstream`` (a pipeline) becomes input 0 of the new one. ``run_vsn`` replays tables
+through a pipeline, with reconfigurations at given event times, and returns the output,
+which equals ``run_sn``'s row for row (docs/design.md decision 2).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import overload
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from stretch.errors import InputError
+from stretch.model.oplus import END_OF_INPUT, OPlus
+from stretch.model.schema import TS, conform
+from stretch.vsn.compiled import compile_operator
+from stretch.vsn.pipeline import Pipeline
+
+__all__ = ["run_vsn", "setup"]
+
+
+@overload
+def setup(
+    op: OPlus,
+    m: int,
+    n: int,
+    /,
+    *,
+    audit: bool = False,
+    compiled: bool = True,
+    capacity: int = 1 << 16,
+    allowed_lateness_ms: int = 0,
+) -> Pipeline: ...
+
+
+@overload
+def setup(
+    upstream: Pipeline,
+    op: OPlus,
+    m: int,
+    n: int,
+    /,
+    *,
+    audit: bool = False,
+    compiled: bool = True,
+    capacity: int = 1 << 16,
+    allowed_lateness_ms: int = 0,
+) -> Pipeline: ...
+
+
+def setup(
+    *args: object,
+    audit: bool = False,
+    compiled: bool = True,
+    capacity: int = 1 << 16,
+    allowed_lateness_ms: int = 0,
+) -> Pipeline:
+    """Start a VSN pipeline: ``setup(O+, m, n)`` or ``setup(ESG_in, O+, m, n)`` (section 7).
+
+    Args:
+        *args: ``(op, m, n)``, or ``(upstream, op, m, n)`` where ``upstream`` is the
+            pipeline whose output feeds input 0 of the new one.
+        audit: Check that no key group is touched by two instances in one epoch.
+        compiled: Use the operator's Numba kernel when it has one.
+        capacity: Nodes each gate holds before adds block.
+        allowed_lateness_ms: How far behind its largest ``ts`` a source's rows may
+            arrive; each source's reorder buffer holds rows until then (decision 8).
+
+    Raises:
+        TypeError: the arguments match neither form.
+        ReconfigurationError: m is outside ``1..n``.
+
+    """
+    upstream: Pipeline | None = None
+    if len(args) == 3 and isinstance(args[0], OPlus):
+        op, m, n = args
+    elif len(args) == 4 and isinstance(args[0], Pipeline) and isinstance(args[1], OPlus):
+        upstream, op, m, n = args[0], args[1], args[2], args[3]
+    else:
+        msg = "setup takes (op, m, n) or (upstream_pipeline, op, m, n)"
+        raise TypeError(msg)
+    if not isinstance(m, int) or not isinstance(n, int):
+        msg = "m and n must be integers"
+        raise TypeError(msg)
+    assert isinstance(op, OPlus)
+    pipeline = Pipeline(
+        op,
+        m,
+        n,
+        capacity=capacity,
+        compiled=compile_operator(op) if compiled else None,
+        audit=audit,
+        allowed_lateness_ms=allowed_lateness_ms,
+    )
+    if upstream is not None:
+        _chain(upstream, pipeline)
+    return pipeline
+
+
+def _chain(upstream: Pipeline, downstream: Pipeline) -> None:
+    """Forward the upstream's output log, in order, to input 0 of ``downstream``."""
+
+    def forward() -> None:
+        offset = 0
+        while not downstream.pool.stopping:
+            table, offset = upstream.output(offset, wait_s=0.05)
+            if table.num_rows:
+                downstream.add(0, table)
+                upstream.commit(offset)
+            elif upstream.log.finished and offset == upstream.log.end_offset:
+                downstream.close(0)
+                return
+
+    thread = threading.Thread(target=forward, name=f"vsn-{downstream.op.name}-chain", daemon=True)
+    thread.start()
+    downstream.chain_threads.append(thread)
+
+
+def run_vsn(
+    op: OPlus,
+    tables: Sequence[pa.Table],
+    parallelism: int = 1,
+    max_parallelism: int | None = None,
+    reconfigure: Sequence[tuple[int, int]] = (),
+    timeout_s: float | None = None,
+    compiled: bool = True,
+) -> pa.Table:
+    """Run ``op`` over one timestamp-sorted table per input with the VSN runtime.
+
+    The CLI's ``stretch replay --runtime vsn``: ``--reconfigure TS:M`` becomes
+    ``(TS, M)`` here, "switch to M instances once the watermark passes TS". Each source's
+    rows up to TS are added before the request, so its control tuples carry gamma <= TS
+    and the switch happens at the first tuple after them. A request at or after the end
+    of every input is skipped: it could not change anything.
+
+    Args:
+        op: The operator.
+        tables: One table per input stream, each sorted by ``ts``.
+        parallelism: m at the start.
+        max_parallelism: n (default: the largest parallelism used).
+        reconfigure: ``(ts, m)`` pairs, applied in ts order.
+        timeout_s: Give up after this long (None: wait for the end).
+        compiled: Use the operator's Numba kernel when it has one.
+
+    Returns:
+        The output table, ``ts`` first, rows in output order (equal to ``run_sn``'s).
+
+    Raises:
+        InputError: wrong number of tables, or the run timed out.
+        ReconfigurationError: an invalid parallelism.
+
+    """
+    if len(tables) != op.n_inputs:
+        msg = f"operator {op.name!r} takes {op.n_inputs} input streams, got {len(tables)}"
+        raise InputError(msg)
+    schedule = sorted(reconfigure)
+    n = max_parallelism or max([parallelism, *(m for _, m in schedule)])
+    data = [
+        conform(t, s, f"source {i} of {op.name!r}")
+        for i, (t, s) in enumerate(zip(tables, op.inputs, strict=True))
+    ]
+    pipeline = setup(op, parallelism, n, compiled=compiled)
+    try:
+        columns = [table.column(TS).to_numpy() for table in data]
+        done = [0] * len(data)
+        for ts, m in _feeding_plan(columns, schedule):
+            for i, table in enumerate(data):
+                stop = int(np.searchsorted(columns[i], ts, "right"))
+                if stop > done[i]:
+                    pipeline.add(i, table.slice(done[i], stop - done[i]))
+                    done[i] = stop
+                # Tell the gate where the source resumes, so the others' tuples get ready.
+                if done[i] < len(columns[i]):
+                    pipeline.watermark(i, int(columns[i][done[i]]))
+                else:
+                    pipeline.close(i)
+            if m is not None and done != [len(c) for c in columns]:
+                pipeline.reconfigure(parallelism=m)
+        pipeline.close()
+        if not pipeline.join(timeout_s):
+            msg = f"operator {op.name!r}: the VSN run did not finish in {timeout_s} s"
+            raise InputError(msg)
+        table, _ = pipeline.output()
+        return table
+    finally:
+        pipeline.shutdown()
+
+
+FEED_ROWS = 4096
+"""Rows a source adds at most per step of ``run_vsn``'s feeding."""
+
+
+def _feeding_plan(
+    columns: Sequence[NDArray[np.int64]], schedule: Sequence[tuple[int, int]]
+) -> list[tuple[int, int | None]]:
+    """Steps ``(ts, m)``: add every source's rows up to ``ts``, then reconfigure to m.
+
+    All sources advance together, at most ``FEED_ROWS`` rows each per step, so no source
+    runs far ahead of another: ESG_in's flow control holds a source that is ahead to half
+    its capacity, and a whole file added at once would wait forever for the others.
+    """
+    data_steps = {int(ts) for column in columns for ts in column[FEED_ROWS - 1 :: FEED_ROWS]}
+    steps: list[tuple[int, int, int | None]] = [(ts, 0, None) for ts in data_steps]
+    steps += [(ts, 1 + k, m) for k, (ts, m) in enumerate(schedule)]
+    steps.append((END_OF_INPUT, 0, None))
+    return [(ts, m) for ts, _, m in sorted(steps, key=lambda step: step[:2])]
