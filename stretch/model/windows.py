@@ -55,7 +55,9 @@ class WindowStore:
 
     def __init__(self) -> None:
         self._by_key: dict[Key, list[WindowSet]] = {}
-        self._by_l: SortedDict = SortedDict()  # l -> {key: None}, in creation order
+        # l -> {key: None}, in creation order; made on first use, as most of the G stores
+        # of an instance stay empty and a SortedDict costs tens of microseconds to make.
+        self._by_l: SortedDict | None = None
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -80,7 +82,7 @@ class WindowStore:
         window_set = WindowSet(key, l, states, created, created[0])
         sets = self._by_key.setdefault(key, [])
         bisect.insort(sets, window_set, key=lambda s: s.l)
-        self._by_l.setdefault(l, {})[key] = None
+        self._index(window_set)
         return window_set
 
     def shift(self, window_set: WindowSet, new_l: int, states: list[State]) -> None:
@@ -88,7 +90,7 @@ class WindowStore:
         self._unindex(window_set)
         window_set.l = new_l
         window_set.states = states
-        self._by_l.setdefault(new_l, {})[window_set.key] = None
+        self._index(window_set)
 
     def remove(self, window_set: WindowSet) -> None:
         """remove: drop a set. O(log n)."""
@@ -100,13 +102,19 @@ class WindowStore:
 
     def earliest_l(self) -> int | None:
         """rho: the earliest left boundary of any set, or None if empty. O(1)."""
-        return self._by_l.peekitem(0)[0] if self._by_l else None
+        return self._by_l.peekitem(0)[0] if self._by_l else None  # None or empty: no set
 
     def keys_at(self, l: int) -> list[Key]:
         """The keys with a set at ``l``, in creation order. O(keys at l)."""
-        return list(self._by_l.get(l, ()))
+        return list(self._by_l.get(l, ())) if self._by_l is not None else []
+
+    def _index(self, window_set: WindowSet) -> None:
+        if self._by_l is None:
+            self._by_l = SortedDict()
+        self._by_l.setdefault(window_set.l, {})[window_set.key] = None
 
     def _unindex(self, window_set: WindowSet) -> None:
+        assert self._by_l is not None  # the set was indexed when created
         keys = self._by_l[window_set.l]
         del keys[window_set.key]
         if not keys:
