@@ -1,0 +1,57 @@
+"""What a policy sees of an operator: one load snapshot over a sampling period.
+
+A snapshot is measured, not configured: busy time over wall time per connected instance,
+the input rate, the backlog waiting in ESG_in, and for the model policy the work the input
+will cause (for a join: comparisons, each new tuple against the opposite window) and the
+work one thread has been seen to do per busy second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["LoadSnapshot"]
+
+
+@dataclass(frozen=True)
+class LoadSnapshot:
+    """The load of one operator over ``period_s`` seconds ending at ``time_s``.
+
+    Attributes:
+        time_s: When the period ended (the sampler's clock).
+        period_s: The length of the period.
+        parallelism: m, the connected instances during the period.
+        max_parallelism: n, the pool size.
+        busy: Per connected instance, busy time over wall time in the period (0..1).
+        input_rate: Input tuples per second added to the operator in the period.
+        backlog: Tuples waiting in ESG_in (added, not yet taken by every instance).
+        demand: Work per second the current input causes, in ``unit`` (for a join: the
+            comparisons of each new tuple against the opposite window); None if unknown.
+        pending: Work waiting in the backlog, in ``unit``; None if unknown.
+        capacity: Work one instance does per busy second, measured in the period; None
+            until some work was measured.
+        unit: What work is counted in (``"comparisons"`` or ``"tuples"``).
+
+    """
+
+    time_s: float
+    period_s: float
+    parallelism: int
+    max_parallelism: int
+    busy: tuple[float, ...] = field(default_factory=tuple)
+    input_rate: float = 0.0
+    backlog: int = 0
+    demand: float | None = None
+    pending: float | None = None
+    capacity: float | None = None
+    unit: str = "tuples"
+
+    @property
+    def load(self) -> float:
+        """The average busy fraction of the connected instances (0 with none measured)."""
+        return sum(self.busy) / len(self.busy) if self.busy else 0.0
+
+    @property
+    def total_load(self) -> float:
+        """The busy fractions added up: how many fully busy threads the work took."""
+        return sum(self.busy)

@@ -1,0 +1,164 @@
+"""The control loop: cool-down, patience, bounds, no flapping; on a real pipeline too."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+import stretch
+from controller import Autoscaler, LoadSnapshot, PipelineSampler, PolicyConfig
+from stretch import generate
+
+TIMEOUT_S = 60.0
+
+
+class FakeOperator:
+    """Snapshots with a given load at the operator's current parallelism."""
+
+    def __init__(self, m: int = 2, n: int = 8) -> None:
+        self.m = m
+        self.n = n
+        self.loads: list[float] = []
+        self.applied: list[tuple[int, str]] = []
+        self.fail = False
+
+    def sample(self) -> LoadSnapshot | None:
+        if not self.loads:
+            return None
+        load = self.loads.pop(0)
+        return LoadSnapshot(1.0, 1.0, self.m, self.n, busy=(load,) * self.m)
+
+    def apply(self, parallelism: int, reason: str) -> int:
+        if self.fail:
+            msg = "the operator is closed"
+            raise RuntimeError(msg)
+        self.applied.append((parallelism, reason))
+        self.m = parallelism
+        return len(self.applied)
+
+
+def run(op: FakeOperator, loads: list[float], **kwargs: int) -> Autoscaler:
+    scaler = Autoscaler(PolicyConfig(), op.sample, op.apply, **kwargs)
+    op.loads = list(loads)
+    while op.loads:
+        scaler.step()
+    return scaler
+
+
+def test_overload_provisions_at_once_then_cools_down() -> None:
+    op = FakeOperator(m=2)
+    scaler = run(op, [1.0, 1.0, 1.0, 1.0], cooldown_periods=2)
+    assert [p for p, _ in op.applied] == [3, 5]  # 2 / 0.7 -> 3; then 3 / 0.7 -> 5
+    kinds = [r.decision.kind for r in scaler.records]
+    assert kinds == ["provision", "hold", "hold", "provision"]
+    assert "cooling down" in scaler.records[1].decision.reason
+    assert scaler.records[0].applied and scaler.records[0].epoch == 1
+
+
+def test_decommission_waits_for_patience() -> None:
+    op = FakeOperator(m=4)
+    scaler = run(op, [0.1, 0.6, 0.1, 0.1], patience=2)
+    assert [p for p, _ in op.applied] == [1]  # asked twice in a row only at the end
+    assert [r.applied for r in scaler.records] == [False, False, False, True]
+    assert "1 of 2" in scaler.records[0].decision.reason
+
+
+def test_noisy_load_inside_the_band_never_reconfigures() -> None:
+    rnd = random.Random(5)
+    op = FakeOperator(m=3)
+    run(op, [rnd.uniform(0.5, 0.85) for _ in range(200)])
+    assert op.applied == []
+
+
+def test_noisy_load_around_a_threshold_does_not_flap() -> None:
+    rnd = random.Random(7)
+    op = FakeOperator(m=4)
+    # Load hovering around the lower threshold: at most a change every few periods.
+    scaler = run(op, [rnd.uniform(0.35, 0.55) for _ in range(60)], cooldown_periods=3)
+    applied = [i for i, r in enumerate(scaler.records) if r.applied]
+    assert all(b - a > 3 for a, b in zip(applied, applied[1:], strict=False))
+    assert op.m >= 1
+
+
+def test_a_failed_apply_is_recorded_and_the_loop_goes_on() -> None:
+    op = FakeOperator(m=1)
+    op.fail = True
+    scaler = run(op, [1.0, 1.0])
+    assert [r.error for r in scaler.records] == ["RuntimeError: the operator is closed"] * 2
+    assert op.m == 1
+
+
+def test_the_loop_thread_stops_within_its_deadline() -> None:
+    op = FakeOperator(m=2)
+    sampled = threading.Event()
+
+    def sample() -> LoadSnapshot | None:
+        sampled.set()
+        return LoadSnapshot(1.0, 1.0, op.m, op.n, busy=(0.6,) * op.m)
+
+    scaler = Autoscaler(PolicyConfig(period_ms=10), sample, op.apply)
+    scaler.start()
+    assert sampled.wait(TIMEOUT_S)
+    scaler.stop(timeout_s=TIMEOUT_S)
+    assert scaler._thread is None
+    assert scaler.last is not None and scaler.last.decision.kind == "hold"
+
+
+class FakeClock:
+    """Seconds that move only when told: the sampler's period is what the test says."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("policy", ["threshold", "model"])
+def test_a_pipeline_is_scaled_up_and_down_with_output_equal_to_sn(policy: str) -> None:
+    """Real busy time over a fake period: overload and idleness without timing races."""
+    op = stretch.build("scalejoin", {"ws": 500, "keys": 8})
+    left, right = generate.scalejoin(3_000, 2000.0, 2)
+    clock = FakeClock()
+    with stretch.setup(op, 1, 4) as pipeline:
+        sampler = PipelineSampler(pipeline, clock=clock)
+
+        def apply(parallelism: int, reason: str) -> int:
+            return pipeline.reconfigure(parallelism=parallelism)
+
+        config = PolicyConfig.defaults(policy)  # type: ignore[arg-type]
+        scaler = Autoscaler(config, sampler.sample, apply, cooldown_periods=1, patience=2)
+        pipeline.add(0, left.slice(0, 1_500))
+        pipeline.add(1, right.slice(0, 1_500))
+        pipeline.watermark(0, int(left.column("ts")[1_499].as_py()))
+        assert _wait_for_work(pipeline)
+        clock.now += 1e-6  # all that busy time in a microsecond: overloaded
+        record = scaler.step()
+        assert record is not None and record.applied, record
+        assert record.decision.kind == "provision" and record.decision.parallelism >= 2
+        pipeline.add(0, left.slice(1_500))
+        pipeline.add(1, right.slice(1_500))
+        assert record.epoch is not None and pipeline.wait_epoch(record.epoch, TIMEOUT_S)
+        for _ in range(3):  # idle for 1000 s per period: cool down, then patience, then down
+            clock.now += 1000.0
+            scaler.step()
+        kinds = [r.decision.kind for r in scaler.records]
+        assert kinds == ["provision", "hold", "hold", "decommission"], scaler.records
+        assert scaler.records[-1].decision.parallelism == 1
+        assert scaler.records[-1].epoch is not None
+        pipeline.close()
+        assert pipeline.join(TIMEOUT_S)
+        out, _ = pipeline.output()
+    assert out.equals(stretch.run_sn(op, [left, right]))
+
+
+def _wait_for_work(pipeline: stretch.Pipeline) -> bool:
+    """Wait (bounded) until instance 0 has been busy for some work."""
+    done = threading.Event()
+    for _ in range(int(TIMEOUT_S / 0.01)):
+        if pipeline.pool.instances[0].busy_ns > 0:
+            return True
+        done.wait(0.01)
+    return False

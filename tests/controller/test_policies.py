@@ -1,0 +1,137 @@
+"""Policies on table-driven load snapshots, including the paper's Table IV transitions."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller import LoadSnapshot, PolicyConfig, decide, model, threshold
+
+
+def snapshot(m: int, load: float, n: int = 128, **kwargs: float | None) -> LoadSnapshot:
+    """m connected instances, each ``load`` busy, in a pool of n."""
+    return LoadSnapshot(
+        time_s=1.0, period_s=1.0, parallelism=m, max_parallelism=n, busy=(load,) * m, **kwargs
+    )
+
+
+Q4 = PolicyConfig.defaults("threshold")
+
+# Table IV (section 8.4): starting threads -> after provisioning at 120% of what they
+# sustain, and after decommissioning at 30%. "-" (None): no action possible or run.
+TABLE_IV = [
+    (1, 2, None),
+    (5, 9, 2),
+    (9, 16, 3),
+    (18, 31, 7),
+    (30, 52, 12),
+    (40, 69, 17),
+    (60, None, 25),
+    (70, None, 30),
+]
+
+
+@pytest.mark.parametrize(("start", "provisioned", "decommissioned"), TABLE_IV)
+def test_threshold_policy_reproduces_table_iv(
+    start: int, provisioned: int | None, decommissioned: int | None
+) -> None:
+    up = threshold(snapshot(start, 1.2), Q4)
+    if provisioned is not None:
+        assert (up.kind, up.parallelism) == ("provision", provisioned), up.reason
+    down = threshold(snapshot(start, 0.3), Q4)
+    if decommissioned is None:
+        assert (down.kind, down.parallelism) == ("hold", start), down.reason
+    else:
+        assert (down.kind, down.parallelism) == ("decommission", decommissioned), down.reason
+
+
+@pytest.mark.parametrize(
+    ("m", "load", "kind", "new"),
+    [
+        (4, 0.95, "provision", 6),  # 3.8 threads' work / 0.7 -> 6
+        (4, 0.9, "hold", 4),  # at the upper threshold: not above it
+        (4, 0.7, "hold", 4),
+        (4, 0.45, "hold", 4),  # at the lower threshold: not below it
+        (4, 0.2, "decommission", 1),  # 0.8 threads' work: one thread at 80% (< 90%)
+        (1, 0.1, "hold", 1),  # nothing to remove
+        (8, 1.0, "provision", 12),  # 8 / 0.7 = 11.4 -> 12
+    ],
+)
+def test_threshold_policy_table(m: int, load: float, kind: str, new: int) -> None:
+    decision = threshold(snapshot(m, load), Q4)
+    assert (decision.kind, decision.parallelism) == (kind, new), decision.reason
+    assert f"{load * m:.2f}" in decision.reason
+
+
+def test_decisions_stay_within_the_bounds() -> None:
+    config = PolicyConfig(min_parallelism=2, max_parallelism=5)
+    assert threshold(snapshot(4, 1.0, n=8), config).parallelism == 5
+    assert threshold(snapshot(4, 0.05, n=8), config).parallelism == 2
+    assert threshold(snapshot(5, 1.0, n=8), config).kind == "hold"  # already at the max
+    assert threshold(snapshot(7, 0.7, n=8), config).parallelism == 5  # outside the bounds
+    assert threshold(snapshot(2, 1.0, n=3), PolicyConfig()).parallelism == 3  # pool size
+
+
+@given(
+    m=st.integers(1, 64),
+    loads=st.lists(st.floats(0, 1), min_size=64, max_size=64),
+    policy=st.sampled_from(["threshold", "model"]),
+)
+def test_a_decision_brings_the_load_into_the_band(m: int, loads: list[float], policy: str) -> None:
+    config = PolicyConfig.defaults(policy)  # type: ignore[arg-type]
+    snap = LoadSnapshot(1.0, 1.0, m, 64, busy=tuple(loads[:m]))
+    decision = decide(snap, config)
+    assert 1 <= decision.parallelism <= 64
+    after = snap.total_load / decision.parallelism
+    if decision.kind == "provision":
+        assert after <= config.target + 1e-9 or decision.parallelism == 64
+    elif decision.kind == "decommission":
+        assert after <= config.upper + 1e-9
+        assert decision.parallelism < m
+    else:
+        assert decision.parallelism == m
+
+
+def test_model_policy_predicts_from_demand_and_capacity() -> None:
+    config = PolicyConfig.defaults("model")
+    assert (config.lower, config.target, config.upper) == (0.7, 0.75, 0.8)
+    # Threads are barely busy yet, but the input now causes 3.0e9 comparisons/s and one
+    # thread does 1e9 per busy second: 3 threads' work, 4 threads at 75%.
+    rising = snapshot(2, 0.3, demand=3.0e9, pending=0.0, capacity=1e9)
+    decision = model(rising, config)
+    assert (decision.kind, decision.parallelism) == ("provision", 4), decision.reason
+    assert "predicted" in decision.reason
+    # A backlog of 1e9 comparisons to drain within the 1 s period adds a thread's work.
+    backlog = snapshot(2, 0.3, demand=3.0e9, pending=1.0e9, capacity=1e9)
+    assert model(backlog, config).parallelism == 6
+    # Load that fell: 1.2 threads' work on 4 threads (30%) -> 2 threads at 60%.
+    falling = snapshot(4, 0.9, demand=1.2e9, pending=0.0, capacity=1e9)
+    assert (model(falling, config).kind, model(falling, config).parallelism) == ("decommission", 2)
+    # Inside the band [70%, 80%]: hold.
+    steady = snapshot(4, 0.9, demand=3.0e9, pending=0.0, capacity=1e9)
+    assert model(steady, config).kind == "hold"
+
+
+def test_model_policy_without_a_measured_capacity_judges_the_measured_load() -> None:
+    decision = model(snapshot(2, 1.0, demand=None, capacity=None), PolicyConfig.defaults("model"))
+    assert (decision.kind, decision.parallelism) == ("provision", 3)
+    assert "measured load" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"upper": 0.5, "target": 0.7}, "lower <= target <= upper"),
+        ({"lower": 0.0}, "0 < lower"),
+        ({"period_ms": 1}, "period_ms"),
+        ({"min_parallelism": 3, "max_parallelism": 2}, "min_parallelism <= max_parallelism"),
+        ({"max_parallelism": 9}, "the pool size"),
+        ({"policy": "magic"}, "policy must be one of"),
+    ],
+)
+def test_bad_configs_name_the_field(fields: dict[str, object], message: str) -> None:
+    config = PolicyConfig(**fields)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=message):
+        config.check(pool_size=8)
+    PolicyConfig().check(pool_size=8)
