@@ -198,9 +198,10 @@ class Pipeline:
     ) -> int:
         """Queue a reconfiguration; return its epoch. It completes asynchronously.
 
-        Its control tuple enters every open source at the source's last ts (gamma); the
-        instances switch once their watermark passes it (Alg. 4 L10-14). Requests made
-        before an earlier one completes are applied after it, in order.
+        Its control tuple enters every open source at the source's last ts; the instances
+        switch at the first of them in the merged stream (Alg. 4 L10-14), without waiting
+        for more input. Requests made before an earlier one completes are applied after
+        it, in order.
 
         Args:
             parallelism: m*, 1..n (None keeps the latest requested count).
