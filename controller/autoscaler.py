@@ -23,8 +23,10 @@ from dataclasses import dataclass, replace
 
 from controller.load import LoadSnapshot
 from controller.policies import Decision, PolicyConfig, decide
+from controller.sampler import PipelineSampler
+from stretch.vsn import Pipeline
 
-__all__ = ["Autoscaler", "DecisionRecord"]
+__all__ = ["Autoscaler", "DecisionRecord", "autoscale"]
 
 logger = logging.getLogger(__name__)
 
@@ -162,3 +164,21 @@ class Autoscaler:
             except Exception:
                 logger.exception("autoscale: a period failed; the loop goes on")
             next_at = max(next_at + period_s, time.monotonic())
+
+
+def autoscale(pipeline: Pipeline, config: PolicyConfig) -> Autoscaler:
+    """Start an autoscaler of ``pipeline``; its reconfigurations are recorded as autoscale.
+
+    Raises:
+        ValueError: ``config`` does not fit the pipeline's pool (the message names why).
+
+    """
+    config.check(pipeline.max_parallelism)
+    sampler = PipelineSampler(pipeline)
+
+    def apply(parallelism: int, reason: str) -> int:
+        return pipeline.reconfigure(parallelism=parallelism, cause="autoscale", reason=reason)
+
+    scaler = Autoscaler(config, sampler.sample, apply)
+    scaler.start()
+    return scaler

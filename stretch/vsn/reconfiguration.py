@@ -71,6 +71,8 @@ class ReconfigurationRecord:
         requested_ns: When ``reconfigure`` was called.
         completed_ns: When the switch was done (``None`` while pending).
         trigger_ts: The ``ts`` of the control tuple it switched at (Lemma 3's lower bound).
+        cause: Who asked: ``"manual"`` (a caller of ``reconfigure``) or ``"autoscale"``.
+        reason: Why, in words, if the caller said (an autoscale decision's reason).
 
     """
 
@@ -80,6 +82,8 @@ class ReconfigurationRecord:
     requested_ns: int
     completed_ns: int | None = None
     trigger_ts: int | None = None
+    cause: str = "manual"
+    reason: str | None = None
 
     @property
     def duration_ms(self) -> float | None:
