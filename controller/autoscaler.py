@@ -83,6 +83,8 @@ class Autoscaler:
         self.cooldown_periods = cooldown_periods
         self.patience = patience
         self.records: deque[DecisionRecord] = deque(maxlen=history)
+        self.decisions = {"provision": 0, "decommission": 0, "hold": 0}  # by kind, ever
+        self.reconfigurations = 0
         self._cooling = 0
         self._asked_down = 0
         self._stop = threading.Event()
@@ -110,6 +112,7 @@ class Autoscaler:
                     logger.warning("autoscale: %s failed: %s", decision.kind, exc)
                 else:
                     record = replace(record, applied=True, epoch=epoch)
+                    self.reconfigurations += 1
                     self._cooling = self.cooldown_periods
                     logger.info(
                         "autoscale: %s to %d (%s)",
@@ -118,6 +121,7 @@ class Autoscaler:
                         decision.reason,
                     )
             self.records.append(record)
+            self.decisions[decision.kind] += 1
             return record
 
     def _held(self, decision: Decision, snapshot: LoadSnapshot) -> Decision:
