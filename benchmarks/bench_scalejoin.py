@@ -12,7 +12,8 @@ medians reported:
   replay OPERATOR --parallelism m`` against ``python onethread_scalejoin.py``, and ``m``
   1T processes at once (the ceiling as processes).
 
-Rates are comparisons/s (the comparisons the join makes are the same in every case).
+Rates are comparisons/s: the comparisons the 1T makes over the time of each case (every
+case makes the same comparisons: each tuple against the opposite window).
 Targets (docs/design.md): p1 >= 0.8x 1T; p2 >= 1.8x p1 where two loops at once reach
 >= 1.9x 1T. ``cores_used`` is CPU time over wall time: below the parallelism, threads
 waited for a core (a loaded machine) or for each other. Writes JSON and a PNG to
@@ -41,7 +42,7 @@ from onethread_scalejoin import join
 
 from stretch.generate import hedge, scalejoin
 from stretch.operators.catalog import build
-from stretch.vsn import setup
+from stretch.vsn import run_vsn
 
 ONE_T = str(Path(__file__).parent / "onethread_scalejoin.py")
 STRETCH = str(Path(sys.executable).parent / "stretch")
@@ -77,23 +78,16 @@ def one_threads(operator: str, tables: list[pa.Table], ws: int, m: int) -> dict[
     return {"comparisons_per_s": sum(done) / elapsed, "seconds": elapsed, "cores_used": cores}
 
 
-def vsn(operator: str, tables: list[pa.Table], ws: int, m: int, keys: int) -> dict[str, float]:
-    """The catalog operator at parallelism m: add everything, close, wait for the end."""
+def vsn(
+    operator: str, tables: list[pa.Table], ws: int, m: int, keys: int, comparisons: int
+) -> dict[str, float]:
+    """The catalog operator at parallelism m through ``run_vsn`` (feeding included)."""
     op = build(operator, {"ws": ws, "keys": keys})
-    pipeline = setup(op, m, m)
-    try:
-        cpu = time.process_time()
-        start = time.perf_counter()
-        for i, table in enumerate(tables):
-            pipeline.add(i, table)
-        pipeline.close()
-        assert pipeline.join(600)
-        elapsed = time.perf_counter() - start
-        cores = (time.process_time() - cpu) / elapsed
-        instances = pipeline.stats()["instances"]
-    finally:
-        pipeline.shutdown()
-    comparisons = sum(i["comparisons"] for i in instances)
+    cpu = time.process_time()
+    start = time.perf_counter()
+    run_vsn(op, tables, m)
+    elapsed = time.perf_counter() - start
+    cores = (time.process_time() - cpu) / elapsed
     return {"comparisons_per_s": comparisons / elapsed, "seconds": elapsed, "cores_used": cores}
 
 
@@ -154,9 +148,9 @@ def main() -> None:
     warm = make(2000, args.rate, 2)
     progress("warm-up (JIT)")
     one_thread(args.operator, warm, args.ws)
-    for m in args.parallelism:
-        vsn(args.operator, warm, args.ws, m, args.keys)
     _, comparisons = join(args.operator, tables[0], tables[-1], args.ws)
+    for m in args.parallelism:
+        vsn(args.operator, warm, args.ws, m, args.keys, comparisons)
     with tempfile.TemporaryDirectory() as tmp:
         files = []
         for i, table in enumerate(tables):
@@ -186,7 +180,7 @@ def main() -> None:
             "process_1T": lambda: processes([one_t], comparisons),
         }
         for m in args.parallelism:
-            cases[f"p{m}"] = partial(vsn, args.operator, tables, args.ws, m, args.keys)
+            cases[f"p{m}"] = partial(vsn, args.operator, tables, args.ws, m, args.keys, comparisons)
             command = [*replay, "--parallelism", str(m)]
             cases[f"process_p{m}"] = partial(processes, [command], comparisons)
             if m > 1:

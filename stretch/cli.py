@@ -23,7 +23,7 @@ from stretch.generate import GENERATORS
 from stretch.io import FORMATS, read_table, write_table
 from stretch.model.schema import TS, ColumnType, conform
 from stretch.model.sn import run_sn
-from stretch.operators.catalog import CATALOG, build
+from stretch.operators.catalog import CATALOG, build, load_operators
 from stretch.vsn import run_vsn
 
 __all__ = ["main"]
@@ -167,6 +167,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     serve.add_argument("--port", type=int, default=8321, help="TCP port (default 8321)")
     serve.add_argument("--token-file", metavar="PATH", help="file holding the bearer token")
+    serve.add_argument(
+        "--operators",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE (e.g. mypackage.ops), which registers operators with "
+        "stretch.register, before serving (repeatable); operators of installed packages' "
+        "'stretch.operators' entry points are loaded too",
+    )
     serve.set_defaults(run=_serve)
 
     demo = commands.add_parser(
@@ -321,6 +330,8 @@ def _bench(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from api.serve import serve  # noqa: PLC0415 - the web stack loads only for this command
 
+    for name in load_operators(args.operators):
+        log.info("loaded operator %r", name)
     try:
         serve(args.host, args.port, args.token_file)
     except (OSError, ValueError) as exc:

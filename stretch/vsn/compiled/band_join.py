@@ -26,7 +26,7 @@ from stretch.vsn.instance import ReadyNodes, VSNInstance
 from stretch.vsn.output_block import OutputBlock
 from stretch.vsn.reconfiguration import EpochPlan
 
-__all__ = ["BandJoinKernel"]
+__all__ = ["MIN_CAPACITY", "BandJoinKernel"]
 
 
 def _gathered(
@@ -38,6 +38,9 @@ def _gathered(
         return store.dictionary.decode_arrow(values)
     return values
 
+
+MIN_CAPACITY = 256
+"""The fewest tuples a slab's store holds per key and side."""
 
 Dtypes = tuple[tuple[np.dtype[Any], ...], tuple[np.dtype[Any], ...]]
 """The types of the columns the predicate reads, of L and of R."""
@@ -54,7 +57,7 @@ class _Slab:
     between slabs.
     """
 
-    def __init__(self, slot_keys: NDArray[np.int64], dtypes: Dtypes, capacity: int = 256) -> None:
+    def __init__(self, slot_keys: NDArray[np.int64], dtypes: Dtypes, capacity: int) -> None:
         self.slot_keys = slot_keys
         self.dtypes = dtypes
         self.capacity = capacity
@@ -85,7 +88,7 @@ class _Slab:
             for old, o in where.values()
             for side in (0, 1)
         ]
-        new = cls(slot_keys, dtypes, max(256, 2 * (max(sizes, default=0) + extra)))
+        new = cls(slot_keys, dtypes, max(MIN_CAPACITY, 2 * (max(sizes, default=0) + extra)))
         for s, key in enumerate(slot_keys.tolist()):
             if key not in where:
                 continue
@@ -158,7 +161,7 @@ class BandJoinKernel:
             return 0
         owned = np.flatnonzero(owned_groups(instance)[self.groups])
         # Before the first switch nothing is stored yet, so a slab starts empty.
-        slab = self.slabs.get(instance.j) or _Slab(owned, self.dtypes)
+        slab = self.slabs.get(instance.j) or _Slab(owned, self.dtypes, MIN_CAPACITY)
         assert np.array_equal(slab.slot_keys, owned), "a slab out of step with the mapping"
         # Round robin: a key stores about one in K of the run's tuples per side.
         extra = n // self.keys + 2
