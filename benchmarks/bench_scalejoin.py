@@ -164,8 +164,9 @@ def main() -> None:
     make: Callable[[int, float, int], list[pa.Table]] = (
         scalejoin if args.operator == "scalejoin" else hedge
     )
-    tables = make(args.rows, args.rate, 1)
-    warm = make(2000, args.rate, 2)
+    # hedge joins one trade stream with itself: it is both L and R
+    tables = make(args.rows, args.rate, 1) * (2 if args.operator == "hedge" else 1)
+    warm = make(2000, args.rate, 2) * (2 if args.operator == "hedge" else 1)
     progress("warm-up (JIT)")
     one_thread(args.operator, warm, args.ws)
     _, comparisons = join(args.operator, tables[0], tables[-1], args.ws)
