@@ -22,7 +22,7 @@ from stretch.model.oplus import (
     Windows,
     WindowType,
 )
-from stretch.model.schema import Schema
+from stretch.model.schema import TS, Schema
 from stretch.operators.joins import band_join
 from stretch.operators.kernels import HEDGE, SCALEJOIN, AggregateSpec, ForwardSpec
 
@@ -96,11 +96,19 @@ def _forward(p: Mapping[str, Any]) -> OPlus:
 
 def _columns(text: str) -> Schema:
     """Parse ``"x:int,y:float"`` into a schema."""
-    pairs = [item.split(":") for item in text.split(",") if item.strip()]
-    if any(len(pair) != 2 for pair in pairs):
+    pairs = [[part.strip() for part in item.split(":")] for item in text.split(",") if item.strip()]
+    if not pairs or any(len(pair) != 2 or not pair[0] for pair in pairs):
         msg = f"columns must look like 'x:int,y:float', got {text!r}"
         raise ValueError(msg)
-    return Schema.of(**{name.strip(): kind.strip() for name, kind in pairs})
+    names = [name for name, _ in pairs]
+    if TS in names:
+        msg = f"columns must not include {TS!r}: every stream carries its event time {TS!r}"
+        raise ValueError(msg)
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        msg = f"columns name {', '.join(map(repr, repeated))} more than once"
+        raise ValueError(msg)
+    return Schema.of(**dict(pairs))
 
 
 # --- aggregates over tweets (Operators 9 and 14) ----------------------------------------
