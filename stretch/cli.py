@@ -30,6 +30,9 @@ __all__ = ["main"]
 
 BENCHMARKS = ("forward", "http", "reconfig", "scalegate", "scalejoin", "vsn_vs_sn")
 
+MAX_PARALLELISM = 64
+"""The most instances of an operator (the pool size limit of the VSN runtime's gates)."""
+
 log = logging.getLogger("stretch")
 
 
@@ -188,8 +191,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _replay(args: argparse.Namespace) -> int:
     params = dict(_split_param(p) for p in args.param)
-    if args.parallelism < 1:
-        msg = f"--parallelism must be >= 1, got {args.parallelism}"
+    if not 1 <= args.parallelism <= MAX_PARALLELISM:
+        msg = f"--parallelism must be in 1..{MAX_PARALLELISM}, got {args.parallelism}"
         raise InputError(msg)
     schedule = [_split_reconfigure(text) for text in args.reconfigure]
     if schedule and args.runtime != "vsn":

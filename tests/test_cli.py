@@ -221,3 +221,21 @@ def test_bench_runs_the_experiment_scripts() -> None:
     assert result.returncode == 0, result.stderr
     assert "--parallelism" in result.stdout
     assert stretch("bench", "nosuch").returncode == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--param", "wa=1", "--param", "ws=1000000"], "at most 1024"),
+        (["--param", "ws=1000000000000000000000000000000"], "1..1099511627776"),
+        (["--parallelism", "1000000000"], "1..64"),
+    ],
+)
+def test_replay_refuses_parameters_beyond_the_limits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], words: str
+) -> None:
+    data = tmp_path / "t.csv"
+    data.write_text("ts,user,tweet\n1,u,hello\n")
+    assert main(["replay", "wordcount", "--input", str(data), *args]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err

@@ -14,6 +14,7 @@ from typing import Any
 
 from stretch.errors import OperatorError
 from stretch.model.oplus import (
+    DEFAULT_KEY_GROUPS,
     OPlus,
     OutputTime,
     Payload,
@@ -26,7 +27,17 @@ from stretch.model.schema import TS, Schema
 from stretch.operators.joins import band_join
 from stretch.operators.kernels import HEDGE, SCALEJOIN, AggregateSpec, ForwardSpec
 
-__all__ = ["CATALOG", "OperatorSpec", "Param", "build", "register"]
+__all__ = [
+    "CATALOG",
+    "MAX_INPUTS",
+    "MAX_KEYS",
+    "MAX_WINDOWS_PER_TUPLE",
+    "MAX_WINDOW_MS",
+    "OperatorSpec",
+    "Param",
+    "build",
+    "register",
+]
 
 ParamValue = int | float | str
 
@@ -49,24 +60,53 @@ class OperatorSpec:
     params: Mapping[str, Param] = field(default_factory=dict)
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        msg = f"must be a positive integer, got {text}"
-        raise ValueError(msg)
-    return value
+MAX_WINDOW_MS = 2**40
+"""The largest WA and WS (about 35 years): window bounds stay far inside int64."""
+
+MAX_WINDOWS_PER_TUPLE = 1024
+"""The most window instances one tuple may fall in (ceil(WS / WA) for multi windows)."""
+
+MAX_KEYS = DEFAULT_KEY_GROUPS
+"""The most keys a join or forward spreads its state over: one key group each at most."""
+
+MAX_INPUTS = 64
+"""The most input streams of forward (ESG_in's source slots)."""
+
+MAX_COLUMNS = 256
+"""The most payload columns of forward."""
+
+MAX_PAIR_DISTANCE = 2**31 - 1
+"""The largest finite ``b`` of paircount ('inf' means every pair)."""
+
+
+def _int_at_most(high: int) -> Callable[[str], int]:
+    """A parser of integers in ``1..high``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            msg = f"must be an integer in 1..{high}, got {text[:40]!r}"
+            raise ValueError(msg) from None
+        if not 1 <= value <= high:
+            msg = f"must be an integer in 1..{high}, got {text[:40]}"
+            raise ValueError(msg)
+        return value
+
+    return parse
 
 
 def _distance(text: str) -> float:
     if text.strip().lower() in {"inf", "infinity"}:
         return math.inf
-    return float(_positive_int(text))
+    return float(_int_at_most(MAX_PAIR_DISTANCE)(text))
 
 
 def _window_params(wa_ms: int, ws_ms: int) -> dict[str, Param]:
+    window_ms = _int_at_most(MAX_WINDOW_MS)
     return {
-        "wa": Param(_positive_int, wa_ms, "window advance WA in ms"),
-        "ws": Param(_positive_int, ws_ms, "window size WS in ms"),
+        "wa": Param(window_ms, wa_ms, f"window advance WA in ms (at most {MAX_WINDOW_MS})"),
+        "ws": Param(window_ms, ws_ms, f"window size WS in ms (at most {MAX_WINDOW_MS})"),
     }
 
 
@@ -98,7 +138,10 @@ def _columns(text: str) -> Schema:
     """Parse ``"x:int,y:float"`` into a schema."""
     pairs = [[part.strip() for part in item.split(":")] for item in text.split(",") if item.strip()]
     if not pairs or any(len(pair) != 2 or not pair[0] for pair in pairs):
-        msg = f"columns must look like 'x:int,y:float', got {text!r}"
+        msg = f"columns must look like 'x:int,y:float', got {text[:80]!r}"
+        raise ValueError(msg)
+    if len(pairs) > MAX_COLUMNS:
+        msg = f"columns name {len(pairs)} columns; at most {MAX_COLUMNS}"
         raise ValueError(msg)
     names = [name for name, _ in pairs]
     if TS in names:
@@ -263,9 +306,10 @@ def _hedge(p: Mapping[str, Any]) -> OPlus:
 
 
 _KEYS = Param(
-    _positive_int,
+    _int_at_most(MAX_KEYS),
     16,
-    "number of keys the window state is split into (at least the maximum parallelism)",
+    "number of keys the window state is split into (at least the maximum parallelism, "
+    f"at most the {MAX_KEYS} key groups)",
 )
 
 CATALOG: dict[str, OperatorSpec] = {
@@ -275,7 +319,9 @@ CATALOG: dict[str, OperatorSpec] = {
         {
             **_window_params(1, 1),
             "keys": _KEYS,
-            "inputs": Param(_positive_int, 2, "number of input streams I"),
+            "inputs": Param(
+                _int_at_most(MAX_INPUTS), 2, f"number of input streams I (at most {MAX_INPUTS})"
+            ),
             "columns": Param(
                 str,
                 "",
@@ -353,4 +399,11 @@ def build(name: str, params: Mapping[str, Any] | None = None) -> OPlus:
     except ValueError as exc:
         msg = f"operator {name!r}: {exc}"
         raise OperatorError(msg) from exc
+    windows = -(-op.ws_ms // op.wa_ms)
+    if op.window_type is WindowType.MULTI and windows > MAX_WINDOWS_PER_TUPLE:
+        msg = (
+            f"operator {name!r}: ws={op.ws_ms} and wa={op.wa_ms} put each tuple in {windows} "
+            f"windows; at most {MAX_WINDOWS_PER_TUPLE} (raise wa or lower ws)"
+        )
+        raise OperatorError(msg)
     return replace(op, name=name) if op.name != name else op

@@ -126,3 +126,26 @@ def test_a_watermark_at_int64_max_is_refused(http: TestClient, forward: StretchC
     )
     assert response.status_code == 422, response.text
     assert not forward.status("f")["sources"][0]["closed"]
+
+
+@pytest.mark.parametrize(
+    ("operator", "params", "words"),
+    [
+        ("scalejoin", {"keys": 10**9}, "1..1024"),
+        ("hedge", {"keys": 0}, "1..1024"),
+        ("wordcount", {"wa": 1, "ws": 10**6}, "at most 1024"),
+        ("wordcount", {"ws": 10**30}, "1..1099511627776"),
+        ("longest_tweet", {"wa": 10**30}, "1..1099511627776"),
+        ("paircount", {"b": "1" + "0" * 400}, "1..2147483647"),
+        ("forward", {"columns": "v:int", "inputs": 10**6}, "1..64"),
+        ("forward", {"columns": ",".join(f"c{i}:int" for i in range(300))}, "at most 256"),
+    ],
+)
+def test_parameters_beyond_the_runtime_limits_are_refused(
+    http: TestClient, operator: str, params: dict[str, Any], words: str
+) -> None:
+    body = {"name": "k", "operator": operator, "params": params}
+    response = http.post("/v1/operators", json=body, headers=auth())
+    assert response.status_code == 422, response.text
+    assert words in response.json()["detail"]
+    assert http.get("/v1/operators", headers=auth()).json() == []
