@@ -18,13 +18,12 @@ import pyarrow.compute as pc
 from pydantic import ValidationError
 
 from api.errors import UnsupportedMediaError
+from api.guard import ARROW_STREAM, JSON, media_type
 from api.schemas import INT64_MAX, INT64_MIN, BatchRows
 from stretch.errors import InputError, SchemaError
 from stretch.model.schema import TS, Schema
 
 __all__ = ["ARROW_STREAM", "decode_batch", "encode_arrow", "json_rows", "sort_by_ts"]
-
-ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
 
 def _reject_constant(name: str) -> None:
@@ -45,7 +44,7 @@ def decode_batch(body: bytes, content_type: str, schema: Schema, where: str) -> 
 
     Args:
         body: The request body.
-        content_type: Its ``Content-Type`` (JSON if empty).
+        content_type: Its ``Content-Type``.
         schema: The source's payload columns (used to shape JSON rows and empty batches).
         where: What the batch is for, for messages ("source 1 of 'j'").
 
@@ -55,14 +54,14 @@ def decode_batch(body: bytes, content_type: str, schema: Schema, where: str) -> 
         UnsupportedMediaError: any other content type.
 
     """
-    media = content_type.split(";", maxsplit=1)[0].strip().lower()
+    media = media_type(content_type)
     if media == ARROW_STREAM:
         try:
             return pa.ipc.open_stream(pa.BufferReader(body)).read_all()
         except (pa.ArrowException, OSError) as exc:
             msg = f"{where}: malformed Arrow IPC stream: {exc}"
             raise InputError(msg) from exc
-    if media not in ("", "application/json"):
+    if media != JSON:
         msg = f"{where}: unsupported Content-Type {media!r}; send JSON or {ARROW_STREAM}"
         raise UnsupportedMediaError(msg)
     try:
@@ -125,7 +124,7 @@ def sort_by_ts(table: pa.Table) -> pa.Table:
     if table.num_rows < 2 or table.schema.get_field_index(TS) < 0:
         return table  # no ts or more than one: conform() names the fault
     ts = table.column(TS)
-    if not pa.types.is_integer(ts.type) or ts.null_count:
+    if not (pa.types.is_integer(ts.type) or pa.types.is_timestamp(ts.type)) or ts.null_count:
         return table  # conform() names the bad column
     values = ts.to_numpy()
     if bool(np.all(values[1:] >= values[:-1])):

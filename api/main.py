@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Response
+from fastapi import Depends, FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 
 from api import lifecycle, streams
+from api.auth import require_token
 from api.errors import install_error_handlers
+from api.guard import RequestGuard
 from api.metrics import ServiceMetrics
 from api.operators import OperatorRegistry
 
@@ -26,7 +28,8 @@ def create_app(token: str | None = None) -> FastAPI:
     """A new app with its own operators and metrics registry.
 
     Args:
-        token: If set, mutating routes need ``Authorization: Bearer <token>``.
+        token: If set, every ``/v1`` route and ``/metrics`` need ``Authorization: Bearer
+            <token>`` (``/healthz`` and ``/readyz`` stay open).
 
     Returns:
         The app; its operators stop when the app's lifespan ends.
@@ -51,8 +54,10 @@ def create_app(token: str | None = None) -> FastAPI:
     app.state.metrics = metrics
     app.state.operators = operators
     install_error_handlers(app)
-    app.include_router(lifecycle.router)
-    app.include_router(streams.router)
+    app.add_middleware(RequestGuard)
+    guarded = [Depends(require_token)] if token else []
+    app.include_router(lifecycle.router, dependencies=guarded)
+    app.include_router(streams.router, dependencies=guarded)
 
     @app.get("/healthz", tags=["probes"])
     async def healthz() -> dict[str, str]:
@@ -64,7 +69,7 @@ def create_app(token: str | None = None) -> FastAPI:
         """Readiness: the app takes requests; counts its operators."""
         return {"status": "ready", "operators": len(operators.all())}
 
-    @app.get("/metrics", tags=["probes"], response_class=Response)
+    @app.get("/metrics", tags=["probes"], response_class=Response, dependencies=guarded)
     async def metrics_route() -> Response:
         """Prometheus text exposition of the app's registry."""
         body = await run_in_threadpool(metrics.exposition)

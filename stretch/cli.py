@@ -64,7 +64,9 @@ def _parser() -> argparse.ArgumentParser:
         help="run an operator over input files",
         description="Run a catalog operator over one file per input stream (formats by "
         f"extension: {', '.join(FORMATS)}). Each file needs an int64 'ts' column "
-        "(event time in ms) and the operator's columns. 'hedge' takes one file "
+        "(event time in ms) or a timestamp column (Parquet/Arrow timestamps of any unit, ISO 8601 "
+        "text in CSV/JSON lines; converted to ms, a zoneless one read as UTC) and the "
+        "operator's columns. 'hedge' takes one file "
         "that feeds both of its streams.",
         epilog="operators: " + "; ".join(f"{n}: {s.description}" for n, s in CATALOG.items()),
     )
@@ -163,13 +165,20 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve",
         help="run the REST sidecar service (uvicorn)",
-        description="Serve the REST API under /v1 (OpenAPI at /docs). Mutating routes need "
-        "'Authorization: Bearer <token>' when a token is configured: the first line of "
-        "--token-file, else $STRETCH_TOKEN.",
+        description="Serve the REST API under /v1 (OpenAPI at /docs). With a token (the "
+        "first line of --token-file, else $STRETCH_TOKEN) every /v1 route and /metrics need "
+        "'Authorization: Bearer <token>'; /healthz and /readyz stay open. Without a token "
+        "the server warns, and refuses a host other than loopback unless --insecure.",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     serve.add_argument("--port", type=int, default=8321, help="TCP port (default 8321)")
     serve.add_argument("--token-file", metavar="PATH", help="file holding the bearer token")
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve without a token on a host other than loopback (anyone reaching it "
+        "can read and change every operator)",
+    )
     serve.set_defaults(run=_serve)
 
     demo = commands.add_parser(
@@ -325,7 +334,7 @@ def _serve(args: argparse.Namespace) -> int:
     from api.serve import serve  # noqa: PLC0415 - the web stack loads only for this command
 
     try:
-        serve(args.host, args.port, args.token_file)
+        serve(args.host, args.port, args.token_file, insecure=args.insecure)
     except (OSError, ValueError) as exc:
         raise InputError(str(exc)) from exc
     return 0

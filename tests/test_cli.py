@@ -239,3 +239,25 @@ def test_replay_refuses_parameters_beyond_the_limits(
     assert main(["replay", "wordcount", "--input", str(data), *args]) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+
+
+def test_serve_refuses_an_open_non_loopback_host(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("STRETCH_TOKEN", raising=False)
+    assert main(["serve", "--host", "0.0.0.0", "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "without a token" in err and "--insecure" in err and "Traceback" not in err
+
+
+def test_replay_reads_timestamps_as_event_time_in_ms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parquet = tmp_path / "t.parquet"
+    ts = pa.array([1_000_250_999, 1_000_000_000], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    write_table(pa.table({"ts": ts, "v": [1, 2]}), parquet)
+    text = tmp_path / "t.csv"
+    text.write_text("ts,v\n1970-01-01T00:16:40.500Z,3\n1970-01-01T00:16:40Z,4\n")
+    assert main(["replay", "forward", "--input", str(parquet), "--input", str(text)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["ts,v", "1000000,2", "1000000,4", "1000250,1", "1000500,3"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -97,10 +98,12 @@ class Schema:
 def conform(table: pa.Table, schema: Schema, where: str) -> pa.Table:
     """Check ``table`` against ``schema`` and return it with exactly the schema's columns.
 
-    Integers are accepted where floats are expected when float64 holds them exactly
-    (magnitude at most 2**53), and unsigned integers where int64 holds them; every other
-    mismatch is an error, as is a ``ts`` outside ``TS_MIN_MS..TS_MAX_MS`` or a column name
-    the table holds twice. Extra columns are dropped.
+    ``ts`` is int64 ms, or an Arrow timestamp of any unit and time zone (Spark's
+    TimestampType is ``timestamp[us, tz=UTC]``; a naive one is read as UTC), converted to
+    ms since the epoch, floored. Integers are accepted where floats are expected when
+    float64 holds them exactly (magnitude at most 2**53), and unsigned integers where int64
+    holds them; every other mismatch is an error, as is a ``ts`` outside
+    ``TS_MIN_MS..TS_MAX_MS`` or a column name the table holds twice. Extra columns are dropped.
 
     Args:
         table: The input, e.g. as read from a file or pushed over HTTP.
@@ -129,6 +132,26 @@ def conform(table: pa.Table, schema: Schema, where: str) -> pa.Table:
     )
 
 
+_MS_PER_UNIT = {"s": 1000, "ms": 1}
+_UNITS_PER_MS = {"us": 1000, "ns": 1_000_000}
+
+
+def _event_time_ms(column: pa.Array, where: str) -> pa.Array:
+    """A timestamp column (any unit, any or no time zone) as int64 ms since the epoch (UTC).
+
+    Finer units are floored to the millisecond, so order is kept.
+    """
+    unit = column.type.unit
+    raw = column.cast(pa.int64())
+    if unit in _UNITS_PER_MS:
+        return pa.array(np.floor_divide(raw.to_numpy(), _UNITS_PER_MS[unit]), pa.int64())
+    try:
+        return pc.multiply_checked(raw, _MS_PER_UNIT[unit])
+    except pa.ArrowInvalid:
+        msg = f"{where}: column {TS!r}: a timestamp is outside the event time range in ms"
+        raise SchemaError(msg) from None
+
+
 def _cast(column: pa.ChunkedArray, target: pa.DataType, where: str, name: str) -> pa.Array:
     column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if column.null_count:
@@ -136,6 +159,8 @@ def _cast(column: pa.ChunkedArray, target: pa.DataType, where: str, name: str) -
         msg = f"{where}: row {row}, column {name!r}: missing value"
         raise SchemaError(msg)
     source = column.type
+    if name == TS and pa.types.is_timestamp(source):
+        return _event_time_ms(column, where)
     if source == target:
         return column
     allowed = (

@@ -149,3 +149,34 @@ def test_parameters_beyond_the_runtime_limits_are_refused(
     assert response.status_code == 422, response.text
     assert words in response.json()["detail"]
     assert http.get("/v1/operators", headers=auth()).json() == []
+
+
+@pytest.mark.parametrize(
+    ("unit", "tz", "values", "expected"),
+    [
+        ("us", "UTC", [1_500_999, 1_000_000], [1000, 1500]),  # Spark's TimestampType
+        ("ns", None, [2_000_000_000, 7_999_999], [7, 2000]),
+        ("s", "Europe/Paris", [3, 2], [2000, 3000]),
+        ("ms", "UTC", [-5, 4], [-5, 4]),
+    ],
+)
+def test_arrow_timestamps_are_event_time_in_ms(
+    http: TestClient,
+    client: StretchClient,
+    unit: str,
+    tz: str | None,
+    values: list[int],
+    expected: list[int],
+) -> None:
+    client.create_operator("t", "forward", {"columns": "v:int", "inputs": 1})
+    table = pa.table(
+        {"ts": pa.array(values, pa.int64()).cast(pa.timestamp(unit, tz=tz)), "v": [1, 2]}
+    )
+    response = http.post(
+        "/v1/operators/t/sources/0/batches", content=_arrow(table), headers={**auth(), **ARROW}
+    )
+    assert response.status_code == 202, response.text
+    client.close_source("t", 0)
+    out = client.read_all("t", TIMEOUT_S)
+    assert out.schema.field("ts").type == pa.int64()
+    assert out.column("ts").to_pylist() == expected

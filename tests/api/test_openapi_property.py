@@ -168,7 +168,7 @@ def test_no_request_from_the_schema_gets_a_5xx() -> None:
         )
         @given(request_strategy(spec))
         def check(request: dict[str, Any]) -> None:
-            if http.get("/v1/operators/p").status_code == 404:
+            if http.get("/v1/operators/p", headers=auth).status_code == 404:
                 http.post(
                     "/v1/operators",
                     headers=auth,
@@ -184,7 +184,7 @@ def test_no_request_from_the_schema_gets_a_5xx() -> None:
             assert response.status_code < 500, (request, response.text)
             if response.status_code >= 400:
                 assert isinstance(response.json()["detail"], str), response.text
-            for status in http.get("/v1/operators").json():
+            for status in http.get("/v1/operators", headers=auth).json():
                 if status["name"] != "p":
                     http.delete(f"/v1/operators/{status['name']}", headers=auth)
 
