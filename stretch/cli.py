@@ -212,7 +212,7 @@ def _replay(args: argparse.Namespace) -> int:
         params["columns"] = _columns_of(tables[0])
         params.setdefault("inputs", str(len(tables)))
     op = build(args.operator, params)
-    if args.operator == "hedge" and len(tables) == 1:
+    if CATALOG[args.operator].one_stream and len(tables) == 1:
         tables, args.input = tables * 2, args.input * 2
     if len(tables) != op.n_inputs:
         msg = f"operator {op.name!r} takes {op.n_inputs} input file(s), got {len(tables)}"

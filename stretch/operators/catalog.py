@@ -53,11 +53,16 @@ class Param:
 
 @dataclass(frozen=True)
 class OperatorSpec:
-    """A catalog entry: what it computes, its parameters and how to build it."""
+    """A catalog entry: what it computes, its parameters and how to build it.
+
+    ``one_stream`` marks a self-join: its inputs are one stream fed to every source (hedge
+    pairs trades of one trade stream), so clients send that stream once, as source 0.
+    """
 
     description: str
     factory: Callable[[Mapping[str, Any]], OPlus]
     params: Mapping[str, Param] = field(default_factory=dict)
+    one_stream: bool = False
 
 
 MAX_WINDOW_MS = 2**40
@@ -338,6 +343,7 @@ CATALOG: dict[str, OperatorSpec] = {
         "section 8.6: pairs of trades of different symbols with opposite deviations",
         _hedge,
         {**_window_params(1, 30_000), "keys": _KEYS},
+        one_stream=True,
     ),
     "wordcount": OperatorSpec(
         "Operator 14: per-window count of each word", _wordcount, _window_params(60_000, 120_000)
