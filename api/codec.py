@@ -17,8 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import ValidationError
 
-from api.errors import UnsupportedMediaError
+from api.errors import TooLargeError, UnsupportedMediaError
 from api.guard import ARROW_STREAM, JSON, media_type
+from api.ipc import decoded_size
 from api.schemas import INT64_MAX, INT64_MIN, BatchRows
 from stretch.errors import InputError, SchemaError
 from stretch.model.schema import TS, Schema
@@ -39,7 +40,9 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def decode_batch(body: bytes, content_type: str, schema: Schema, where: str) -> pa.Table:
+def decode_batch(
+    body: bytes, content_type: str, schema: Schema, where: str, max_decoded_bytes: int
+) -> pa.Table:
     """The table a batch body holds: Arrow IPC stream or JSON ``{"rows": [...]}``.
 
     Args:
@@ -47,9 +50,12 @@ def decode_batch(body: bytes, content_type: str, schema: Schema, where: str) -> 
         content_type: Its ``Content-Type``.
         schema: The source's payload columns (used to shape JSON rows and empty batches).
         where: What the batch is for, for messages ("source 1 of 'j'").
+        max_decoded_bytes: The most bytes an Arrow stream may decode to, checked from its
+            metadata before anything is decompressed.
 
     Raises:
         InputError: a malformed body.
+        TooLargeError: an Arrow stream that decodes to more than ``max_decoded_bytes``.
         SchemaError: JSON rows whose values do not form typed columns.
         UnsupportedMediaError: any other content type.
 
@@ -57,8 +63,15 @@ def decode_batch(body: bytes, content_type: str, schema: Schema, where: str) -> 
     media = media_type(content_type)
     if media == ARROW_STREAM:
         try:
+            size = decoded_size(body)
+            if size > max_decoded_bytes:
+                msg = (
+                    f"{where}: the Arrow stream decodes to {size} bytes, more than the "
+                    f"limit of {max_decoded_bytes}; send smaller batches"
+                )
+                raise TooLargeError(msg)
             return pa.ipc.open_stream(pa.BufferReader(body)).read_all()
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:
             msg = f"{where}: malformed Arrow IPC stream: {exc}"
             raise InputError(msg) from exc
     if media != JSON:

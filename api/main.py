@@ -17,17 +17,18 @@ from starlette.concurrency import run_in_threadpool
 from api import lifecycle, streams
 from api.auth import require_token
 from api.errors import install_error_handlers
-from api.guard import RequestGuard
+from api.guard import BodyLimits, RequestGuard
 from api.metrics import ServiceMetrics
 from api.operators import OperatorRegistry
 
 __all__ = ["create_app"]
 
 
-def create_app(token: str | None = None) -> FastAPI:
+def create_app(token: str | None = None, body_limits: BodyLimits | None = None) -> FastAPI:
     """A new app with its own operators and metrics registry.
 
     Args:
+        body_limits: The largest request bodies it reads (default ``BodyLimits()``).
         token: If set, every ``/v1`` route and ``/metrics`` need ``Authorization: Bearer
             <token>`` (``/healthz`` and ``/readyz`` stay open).
 
@@ -54,7 +55,8 @@ def create_app(token: str | None = None) -> FastAPI:
     app.state.metrics = metrics
     app.state.operators = operators
     install_error_handlers(app)
-    app.add_middleware(RequestGuard)
+    app.state.body_limits = body_limits or BodyLimits()
+    app.add_middleware(RequestGuard, limits=app.state.body_limits)
     guarded = [Depends(require_token)] if token else []
     app.include_router(lifecycle.router, dependencies=guarded)
     app.include_router(streams.router, dependencies=guarded)
