@@ -11,8 +11,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Response
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
+from swagger_ui_bundle import swagger_ui_path
 
 from api import lifecycle, streams
 from api.auth import require_token
@@ -20,6 +24,7 @@ from api.errors import install_error_handlers
 from api.guard import BodyLimits, RequestGuard
 from api.metrics import ServiceMetrics
 from api.operators import OperatorRegistry
+from stretch import __version__
 
 __all__ = ["create_app"]
 
@@ -47,10 +52,13 @@ def create_app(token: str | None = None, body_limits: BodyLimits | None = None) 
 
     app = FastAPI(
         title="STRETCH sidecar",
-        version="0.1.0",
+        version=__version__,
         summary="Stateful stream operators with VSN parallelism and elastic reconfiguration",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
+    _serve_docs(app)
     app.state.token = token.encode() if token else None
     app.state.metrics = metrics
     app.state.operators = operators
@@ -78,3 +86,21 @@ def create_app(token: str | None = None, body_limits: BodyLimits | None = None) 
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+DOCS_ASSETS = "/docs/assets"
+
+
+def _serve_docs(app: FastAPI) -> None:
+    """``/docs``: Swagger UI from the assets of ``swagger-ui-bundle``, so no CDN is needed."""
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} - docs",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+        )

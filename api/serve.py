@@ -75,19 +75,29 @@ def check_exposure(host: str, token: str | None, insecure: bool) -> None:
     )
 
 
+GRACEFUL_SHUTDOWN_S = 3
+"""How long SIGTERM or Ctrl-C waits for requests in flight before cancelling them."""
+
+
 def serve(
     host: str = "127.0.0.1",
     port: int = 8321,
     token_file: str | None = None,
     insecure: bool = False,
+    access_log: bool = False,
 ) -> None:
-    """Serve the app on ``host:port`` until interrupted.
+    """Serve the app on ``host:port`` until interrupted (SIGINT or SIGTERM).
+
+    Logs one line with its URL, its authentication mode and where its docs are. On a
+    signal it stops taking connections, gives requests in flight ``GRACEFUL_SHUTDOWN_S``
+    seconds, cancels the rest and stops every operator.
 
     Args:
         host: The address to bind (loopback by default).
         port: The TCP port.
         token_file: A file holding the bearer token (else ``$STRETCH_TOKEN``, else none).
         insecure: Serve without a token on a non-loopback host.
+        access_log: Log one line per request.
 
     Raises:
         ValueError: No token on a non-loopback host without ``insecure``, or an empty
@@ -96,10 +106,18 @@ def serve(
     """
     token = read_token(token_file)
     check_exposure(host, token, insecure)
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     logger.info(
-        "serving on %s:%d (%s)",
-        host,
-        port,
-        "bearer token required" if token else "no authentication",
+        "stretch serve on %s (auth: %s); docs at %s/docs",
+        url,
+        "bearer token on /v1 and /metrics" if token else "none, every route open",
+        url,
     )
-    uvicorn.run(create_app(token), host=host, port=port, log_level="info", access_log=False)
+    uvicorn.run(
+        create_app(token),
+        host=host,
+        port=port,
+        log_level="info",
+        access_log=access_log,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )

@@ -12,6 +12,7 @@ At the top: the CLI (``cli``), the REST client (``client``), file IO, generators
 """
 
 import importlib
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from stretch.errors import (
@@ -48,12 +49,18 @@ __all__ = [
     "StretchError",
     "WindowType",
     "Windows",
+    "__version__",
     "build",
     "register",
     "run_sn",
     "run_vsn",
     "setup",
 ]
+
+try:
+    __version__ = version("stretch")
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 _LAZY = {"Pipeline": "stretch.vsn", "run_vsn": "stretch.vsn", "setup": "stretch.vsn"}
 

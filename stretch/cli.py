@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 
 import numpy as np
 import pyarrow as pa
 
+from stretch import __version__
 from stretch.demo import run_demo
 from stretch.errors import InputError, StretchError
 from stretch.generate import GENERATORS
@@ -24,11 +28,18 @@ from stretch.io import FORMATS, read_table, write_table
 from stretch.model.schema import TS, ColumnType, conform
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import CATALOG, build
+from stretch.progress import ReplayProgress
 from stretch.vsn import run_vsn
 
 __all__ = ["main"]
 
 BENCHMARKS = ("forward", "http", "reconfig", "scalegate", "scalejoin", "vsn_vs_sn")
+
+BENCH_OUTPUT = "stretch-bench-results"
+"""Where ``stretch bench`` writes results unless given ``--output DIR``."""
+
+RESULTS_ENV = "STRETCH_BENCH_RESULTS"
+"""The variable that tells a benchmark script its results folder."""
 
 MAX_PARALLELISM = 64
 """The most instances of an operator (the pool size limit of the VSN runtime's gates)."""
@@ -37,18 +48,42 @@ log = logging.getLogger("stretch")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status."""
+    """Run the command line; return the exit status.
+
+    Ctrl-C (or SIGTERM) stops every command but ``serve`` at once, with status 130 (143)
+    and one line, since worker threads hold no state worth saving; ``serve`` shuts down
+    through uvicorn. A closed stdout (``stretch replay ... | head``) ends with status 141.
+    """
     parser = _parser()
     args = parser.parse_args(argv)
+    # A server logs its events (one line each); other commands only with -v.
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
+        level=logging.INFO if args.verbose or args.command == "serve" else logging.WARNING,
+        format="%(message)s",
     )
+    if args.command != "serve":
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _exit_on_signal)
     try:
         result: int = args.run(args)
     except StretchError as exc:
         sys.stderr.write(f"stretch: error: {exc}\n")
         return 2
+    except BrokenPipeError:
+        # The reader left: send what Python still flushes at exit nowhere, and stop.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     return result
+
+
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+
+
+def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    """Stop now: skip joining the runtime's threads (daemons) and print no traceback."""
+    sys.stderr.write(f"stretch: interrupted ({signal.Signals(signum).name})\n")
+    sys.stderr.flush()
+    os._exit(128 + signum)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,11 +91,20 @@ def _parser() -> argparse.ArgumentParser:
         prog="stretch",
         description="STRETCH O+ operators with virtual shared-nothing parallelism (see README.md).",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
+    parser.add_argument("--version", action="version", version=f"stretch {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log progress (also after COMMAND)"
+    )
+    # -v after the command too; SUPPRESS keeps a -v given before it.
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log progress"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     replay = commands.add_parser(
         "replay",
+        parents=[verbose],
         help="run an operator over input files",
         description="Run a catalog operator over one file per input stream (formats by "
         f"extension: {', '.join(FORMATS)}). Each file needs an int64 'ts' column "
@@ -129,6 +173,7 @@ def _parser() -> argparse.ArgumentParser:
 
     generate = commands.add_parser(
         "generate",
+        parents=[verbose],
         help="write synthetic input streams",
         description="scalejoin: streams L and R (section 8.3); hedge: a NYSE-like trade "
         "stream (section 8.6); tweets: for wordcount, paircount, longest_tweet.",
@@ -153,10 +198,18 @@ def _parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser(
         "bench",
+        parents=[verbose],
         help="run one of the experiments in benchmarks/",
         description="Run benchmarks/bench_NAME.py of a source checkout with this Python; "
-        "arguments after NAME go to the script (NAME --help lists them). Results go to "
-        "benchmarks/results/.",
+        "arguments after NAME go to the script (NAME --help lists them). Results (JSON, "
+        f"PNG) go to --output DIR, by default ./{BENCH_OUTPUT}; the repository's committed "
+        "benchmarks/results/ only if named as DIR.",
+    )
+    bench.add_argument(
+        "--output",
+        metavar="DIR",
+        default=BENCH_OUTPUT,
+        help=f"folder for the results (default ./{BENCH_OUTPUT}); also accepted after NAME",
     )
     bench.add_argument("name", choices=BENCHMARKS, help="the experiment")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -164,6 +217,7 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser(
         "serve",
+        parents=[verbose],
         help="run the REST sidecar service (uvicorn)",
         description="Serve the REST API under /v1 (OpenAPI at /docs). With a token (the "
         "first line of --token-file, else $STRETCH_TOKEN) every /v1 route and /metrics need "
@@ -174,6 +228,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8321, help="TCP port (default 8321)")
     serve.add_argument("--token-file", metavar="PATH", help="file holding the bearer token")
     serve.add_argument(
+        "--access-log", action="store_true", help="log one line per request (uvicorn's)"
+    )
+    serve.add_argument(
         "--insecure",
         action="store_true",
         help="serve without a token on a host other than loopback (anyone reaching it "
@@ -183,6 +240,7 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo",
+        parents=[verbose],
         help="the main job: a generated NYSE-like day through 'hedge'",
         description="Generate a trade stream, run the hedge join on it with the VSN runtime "
         "while scaling 1 -> PARALLELISM -> 1 instances, check the output against the "
@@ -221,13 +279,32 @@ def _replay(args: argparse.Namespace) -> int:
         _ordered(conform(t, schema, path), path, args.sorted)
         for t, schema, path in zip(tables, op.inputs, args.input, strict=True)
     ]
+    rows_in = sum(t.num_rows for t in tables)
+    log.info(
+        "%s: replaying %d rows from %d input(s) on the %s runtime, %d instance(s)",
+        op.name,
+        rows_in,
+        len(tables),
+        args.runtime,
+        args.parallelism,
+    )
     started = time.perf_counter()
     if args.runtime == "vsn":
-        result = run_vsn(op, tables, args.parallelism, args.max_parallelism, schedule)
+        progress = ReplayProgress(op.name, [t.column(TS).to_numpy() for t in tables], log)
+        try:
+            result = run_vsn(
+                op,
+                tables,
+                args.parallelism,
+                args.max_parallelism,
+                schedule,
+                on_start=progress.watch if args.verbose else None,
+            )
+        finally:
+            progress.stop()
     else:
         result = run_sn(op, tables, args.parallelism)
     elapsed = time.perf_counter() - started
-    rows_in = sum(t.num_rows for t in tables)
     log.info("%s: %d rows in, %d rows out in %.2f s", op.name, rows_in, result.num_rows, elapsed)
     _write_output(result, args.output)
     return 0
@@ -327,14 +404,37 @@ def _bench(args: argparse.Namespace) -> int:
     if not script.is_file():
         msg = f"{script} not found: 'stretch bench' needs a source checkout of the repository"
         raise InputError(msg)
-    return subprocess.run([sys.executable, str(script), *args.args], check=False).returncode
+    output, rest = _bench_output(args.output, args.args)
+    env = {**os.environ, RESULTS_ENV: str(Path(output).resolve())}
+    command = [sys.executable, str(script), *rest]
+    return subprocess.run(command, check=False, env=env).returncode
+
+
+def _bench_output(default: str, args: Sequence[str]) -> tuple[str, list[str]]:
+    """The results folder (``--output DIR`` before or after NAME) and the script's args."""
+    output, rest = default, []
+    items = iter(args)
+    for item in items:
+        if item == "--output":
+            output = next(items, None) or default
+        elif item.startswith("--output="):
+            output = item.partition("=")[2] or default
+        else:
+            rest.append(item)
+    return output, rest
 
 
 def _serve(args: argparse.Namespace) -> int:
     from api.serve import serve  # noqa: PLC0415 - the web stack loads only for this command
 
     try:
-        serve(args.host, args.port, args.token_file, insecure=args.insecure)
+        serve(
+            args.host,
+            args.port,
+            args.token_file,
+            insecure=args.insecure,
+            access_log=args.access_log,
+        )
     except (OSError, ValueError) as exc:
         raise InputError(str(exc)) from exc
     return 0
