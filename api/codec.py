@@ -70,10 +70,13 @@ def decode_batch(
                     f"limit of {max_decoded_bytes}; send smaller batches"
                 )
                 raise TooLargeError(msg)
-            return pa.ipc.open_stream(pa.BufferReader(body)).read_all()
+            table = pa.ipc.open_stream(pa.BufferReader(body)).read_all()
+            table.validate(full=True)  # offsets in bounds, strings valid UTF-8
+            _ = table.column_names  # names valid UTF-8 (UnicodeDecodeError otherwise)
         except (pa.ArrowException, OSError, ValueError) as exc:
             msg = f"{where}: malformed Arrow IPC stream: {exc}"
             raise InputError(msg) from exc
+        return table
     if media != JSON:
         msg = f"{where}: unsupported Content-Type {media!r}; send JSON or {ARROW_STREAM}"
         raise UnsupportedMediaError(msg)

@@ -61,9 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose or args.command == "serve" else logging.WARNING,
         format="%(message)s",
     )
-    if args.command != "serve":
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, _exit_on_signal)
+    stopping = () if args.command == "serve" else (signal.SIGINT, signal.SIGTERM)
+    before = {signum: signal.signal(signum, _exit_on_signal) for signum in stopping}
     try:
         result: int = args.run(args)
     except StretchError as exc:
@@ -73,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader left: send what Python still flushes at exit nowhere, and stop.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
     return result
 
 
