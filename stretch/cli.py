@@ -10,7 +10,6 @@ import argparse
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from stretch import __version__
+from stretch.bench import BENCHMARKS, DEFAULT_OUTPUT, run_benchmark, split_output
 from stretch.demo import run_demo
 from stretch.errors import InputError, StretchError
 from stretch.generate import GENERATORS
@@ -33,13 +33,6 @@ from stretch.vsn import run_vsn
 
 __all__ = ["main"]
 
-BENCHMARKS = ("forward", "http", "reconfig", "scalegate", "scalejoin", "vsn_vs_sn")
-
-BENCH_OUTPUT = "stretch-bench-results"
-"""Where ``stretch bench`` writes results unless given ``--output DIR``."""
-
-RESULTS_ENV = "STRETCH_BENCH_RESULTS"
-"""The variable that tells a benchmark script its results folder."""
 
 MAX_PARALLELISM = 64
 """The most instances of an operator (the pool size limit of the VSN runtime's gates)."""
@@ -204,14 +197,14 @@ def _parser() -> argparse.ArgumentParser:
         help="run one of the experiments in benchmarks/",
         description="Run benchmarks/bench_NAME.py of a source checkout with this Python; "
         "arguments after NAME go to the script (NAME --help lists them). Results (JSON, "
-        f"PNG) go to --output DIR, by default ./{BENCH_OUTPUT}; the repository's committed "
+        f"PNG) go to --output DIR, by default ./{DEFAULT_OUTPUT}; the repository's committed "
         "benchmarks/results/ only if named as DIR.",
     )
     bench.add_argument(
         "--output",
         metavar="DIR",
-        default=BENCH_OUTPUT,
-        help=f"folder for the results (default ./{BENCH_OUTPUT}); also accepted after NAME",
+        default=DEFAULT_OUTPUT,
+        help=f"folder for the results (default ./{DEFAULT_OUTPUT}); also accepted after NAME",
     )
     bench.add_argument("name", choices=BENCHMARKS, help="the experiment")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -402,28 +395,8 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / f"bench_{args.name}.py"
-    if not script.is_file():
-        msg = f"{script} not found: 'stretch bench' needs a source checkout of the repository"
-        raise InputError(msg)
-    output, rest = _bench_output(args.output, args.args)
-    env = {**os.environ, RESULTS_ENV: str(Path(output).resolve())}
-    command = [sys.executable, str(script), *rest]
-    return subprocess.run(command, check=False, env=env).returncode
-
-
-def _bench_output(default: str, args: Sequence[str]) -> tuple[str, list[str]]:
-    """The results folder (``--output DIR`` before or after NAME) and the script's args."""
-    output, rest = default, []
-    items = iter(args)
-    for item in items:
-        if item == "--output":
-            output = next(items, None) or default
-        elif item.startswith("--output="):
-            output = item.partition("=")[2] or default
-        else:
-            rest.append(item)
-    return output, rest
+    output, rest = split_output(args.output, args.args)
+    return run_benchmark(args.name, rest, output)
 
 
 def _serve(args: argparse.Namespace) -> int:
