@@ -6,7 +6,8 @@ at-least-once), non-blocking admission (a batch that does not fit in ESG_in's fr
 is refused with ``CapacityError`` -> 429 instead of blocking a server thread; nothing is
 dropped, the client retries; a source that every other open source waits for is
 admitted and waits for room instead, since only its rows can free the gate), and
-per-source counters for the status and the metrics.
+per-source counters for the status and the metrics. A self-join declared ``one_stream``
+in the catalog (hedge) has one REST source whose batches feed both its pipeline sources.
 """
 
 from __future__ import annotations
