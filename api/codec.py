@@ -9,6 +9,7 @@ order), since Spark micro-batches arrive unsorted.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -16,14 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import ValidationError
 
-from api.errors import UnsupportedMediaError
-from api.schemas import BatchRows
+from api.errors import TooLargeError, UnsupportedMediaError
+from api.guard import ARROW_STREAM, JSON, media_type
+from api.ipc import decoded_size
+from api.schemas import INT64_MAX, INT64_MIN, BatchRows
 from stretch.errors import InputError, SchemaError
 from stretch.model.schema import TS, Schema
 
 __all__ = ["ARROW_STREAM", "decode_batch", "encode_arrow", "json_rows", "sort_by_ts"]
-
-ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
 
 def _reject_constant(name: str) -> None:
@@ -31,34 +32,60 @@ def _reject_constant(name: str) -> None:
     raise InputError(msg)
 
 
-def decode_batch(body: bytes, content_type: str, schema: Schema, where: str) -> pa.Table:
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        msg = f"malformed JSON body: {text} is beyond the range of a float64"
+        raise InputError(msg)
+    return value
+
+
+def decode_batch(
+    body: bytes, content_type: str, schema: Schema, where: str, max_decoded_bytes: int
+) -> pa.Table:
     """The table a batch body holds: Arrow IPC stream or JSON ``{"rows": [...]}``.
 
     Args:
         body: The request body.
-        content_type: Its ``Content-Type`` (JSON if empty).
+        content_type: Its ``Content-Type``.
         schema: The source's payload columns (used to shape JSON rows and empty batches).
         where: What the batch is for, for messages ("source 1 of 'j'").
+        max_decoded_bytes: The most bytes an Arrow stream may decode to, checked from its
+            metadata before anything is decompressed.
 
     Raises:
         InputError: a malformed body.
+        TooLargeError: an Arrow stream that decodes to more than ``max_decoded_bytes``.
         SchemaError: JSON rows whose values do not form typed columns.
         UnsupportedMediaError: any other content type.
 
     """
-    media = content_type.split(";", maxsplit=1)[0].strip().lower()
+    media = media_type(content_type)
     if media == ARROW_STREAM:
         try:
-            return pa.ipc.open_stream(pa.BufferReader(body)).read_all()
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            size = decoded_size(body)
+            if size > max_decoded_bytes:
+                msg = (
+                    f"{where}: the Arrow stream decodes to {size} bytes, more than the "
+                    f"limit of {max_decoded_bytes}; send smaller batches"
+                )
+                raise TooLargeError(msg)
+            table = pa.ipc.open_stream(pa.BufferReader(body)).read_all()
+            table.validate(full=True)  # offsets in bounds, strings valid UTF-8
+            _ = table.column_names  # names valid UTF-8 (UnicodeDecodeError otherwise)
+        except (pa.ArrowException, OSError, ValueError) as exc:
             msg = f"{where}: malformed Arrow IPC stream: {exc}"
             raise InputError(msg) from exc
-    if media not in ("", "application/json"):
+        return table
+    if media != JSON:
         msg = f"{where}: unsupported Content-Type {media!r}; send JSON or {ARROW_STREAM}"
         raise UnsupportedMediaError(msg)
     try:
-        parsed = json.loads(body, parse_constant=_reject_constant)
+        parsed = json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
         rows = BatchRows.model_validate(parsed).rows
+    except RecursionError:
+        msg = f"{where}: malformed JSON body: nested too deeply"
+        raise InputError(msg) from None
     except (ValueError, ValidationError) as exc:
         detail = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         msg = f'{where}: malformed JSON body (want {{"rows": [{{...}}]}}): {detail}'
@@ -75,19 +102,45 @@ def _rows_table(rows: list[dict[str, Any]], schema: Schema, where: str) -> pa.Ta
         values = [row.get(name) for row in rows]
         try:
             arrays[name] = pa.array(values)
+        except UnicodeEncodeError as exc:
+            row = next(i for i, v in enumerate(values) if isinstance(v, str) and _unpaired(v))
+            msg = (
+                f"{where}: malformed JSON body: row {row + 1}, column {name!r}: the string "
+                "holds an unpaired surrogate (not valid Unicode)"
+            )
+            raise InputError(msg) from exc
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+            outside = [
+                i
+                for i, v in enumerate(values)
+                if isinstance(v, int) and not INT64_MIN <= v <= INT64_MAX
+            ]
+            if outside:
+                msg = (
+                    f"{where}: row {outside[0] + 1}, column {name!r}: integer "
+                    f"{values[outside[0]]} is outside the int64 range"
+                )
+                raise SchemaError(msg) from exc
             kinds = sorted({type(v).__name__ for v in values})
             msg = f"{where}: column {name!r} mixes value types {', '.join(kinds)}"
             raise SchemaError(msg) from exc
     return pa.table(arrays)
 
 
+def _unpaired(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def sort_by_ts(table: pa.Table) -> pa.Table:
     """``table`` in ``ts`` order; rows with equal ``ts`` keep their order (stable)."""
-    if table.num_rows < 2 or TS not in table.column_names:
-        return table
+    if table.num_rows < 2 or table.schema.get_field_index(TS) < 0:
+        return table  # no ts or more than one: conform() names the fault
     ts = table.column(TS)
-    if not pa.types.is_integer(ts.type) or ts.null_count:
+    if not (pa.types.is_integer(ts.type) or pa.types.is_timestamp(ts.type)) or ts.null_count:
         return table  # conform() names the bad column
     values = ts.to_numpy()
     if bool(np.all(values[1:] >= values[:-1])):

@@ -87,7 +87,12 @@ async def _stretch_error(request: Request, exc: Exception) -> JSONResponse:
     if status >= 500:
         logger.error("%s %s failed: %s", request.method, request.url.path, exc)
     _count_rejected(request, status)
-    return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
+    return JSONResponse({"detail": _printable(str(exc))}, status_code=status, headers=headers)
+
+
+def _printable(text: str) -> str:
+    """``text`` encodable as UTF-8: an unpaired surrogate from the input is escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _count_rejected(request: Request, status: int) -> None:
@@ -109,7 +114,7 @@ def _describe(errors: Sequence[Any]) -> str:
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     _count_rejected(request, 422)
-    return JSONResponse({"detail": _describe(exc.errors())}, status_code=422)
+    return JSONResponse({"detail": _printable(_describe(exc.errors()))}, status_code=422)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -10,23 +10,32 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Response
+from fastapi import Depends, FastAPI, Response
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
+from swagger_ui_bundle import swagger_ui_path
 
 from api import autoscale, lifecycle, streams
+from api.auth import require_token
 from api.errors import install_error_handlers
+from api.guard import BodyLimits, RequestGuard
 from api.metrics import ServiceMetrics
 from api.operators import OperatorRegistry
+from stretch import __version__
 
 __all__ = ["create_app"]
 
 
-def create_app(token: str | None = None) -> FastAPI:
+def create_app(token: str | None = None, body_limits: BodyLimits | None = None) -> FastAPI:
     """A new app with its own operators and metrics registry.
 
     Args:
-        token: If set, mutating routes need ``Authorization: Bearer <token>``.
+        body_limits: The largest request bodies it reads (default ``BodyLimits()``).
+        token: If set, every ``/v1`` route and ``/metrics`` need ``Authorization: Bearer
+            <token>`` (``/healthz`` and ``/readyz`` stay open).
 
     Returns:
         The app; its operators stop when the app's lifespan ends.
@@ -43,17 +52,23 @@ def create_app(token: str | None = None) -> FastAPI:
 
     app = FastAPI(
         title="STRETCH sidecar",
-        version="0.1.0",
+        version=__version__,
         summary="Stateful stream operators with VSN parallelism and elastic reconfiguration",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
+    _serve_docs(app)
     app.state.token = token.encode() if token else None
     app.state.metrics = metrics
     app.state.operators = operators
     install_error_handlers(app)
-    app.include_router(lifecycle.router)
-    app.include_router(streams.router)
-    app.include_router(autoscale.router)
+    app.state.body_limits = body_limits or BodyLimits()
+    app.add_middleware(RequestGuard, limits=app.state.body_limits)
+    guarded = [Depends(require_token)] if token else []
+    app.include_router(lifecycle.router, dependencies=guarded)
+    app.include_router(streams.router, dependencies=guarded)
+    app.include_router(autoscale.router, dependencies=guarded)
 
     @app.get("/healthz", tags=["probes"])
     async def healthz() -> dict[str, str]:
@@ -65,10 +80,28 @@ def create_app(token: str | None = None) -> FastAPI:
         """Readiness: the app takes requests; counts its operators."""
         return {"status": "ready", "operators": len(operators.all())}
 
-    @app.get("/metrics", tags=["probes"], response_class=Response)
+    @app.get("/metrics", tags=["probes"], response_class=Response, dependencies=guarded)
     async def metrics_route() -> Response:
         """Prometheus text exposition of the app's registry."""
         body = await run_in_threadpool(metrics.exposition)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+DOCS_ASSETS = "/docs/assets"
+
+
+def _serve_docs(app: FastAPI) -> None:
+    """``/docs``: Swagger UI from the assets of ``swagger-ui-bundle``, so no CDN is needed."""
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} - docs",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+        )

@@ -6,7 +6,8 @@ at-least-once), non-blocking admission (a batch that does not fit in ESG_in's fr
 is refused with ``CapacityError`` -> 429 instead of blocking a server thread; nothing is
 dropped, the client retries; a source that every other open source waits for is
 admitted and waits for room instead, since only its rows can free the gate), and
-per-source counters for the status and the metrics.
+per-source counters for the status and the metrics. A self-join declared ``one_stream``
+in the catalog (hedge) has one REST source whose batches feed both its pipeline sources.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from api.metrics import OperatorSnapshot, ServiceMetrics
 from controller import Autoscaler, PolicyConfig, autoscale
 from stretch.errors import CapacityError, LateTupleError, OperatorError
 from stretch.model.schema import TS, conform
-from stretch.operators.catalog import build
+from stretch.operators.catalog import CATALOG, build
 from stretch.vsn import setup
 from stretch.vsn.pipeline import Pipeline
 from stretch.vsn.reconfiguration import ReconfigurationRecord
@@ -61,6 +62,8 @@ class ManagedOperator:
         pipeline: The running pipeline.
         capacity: ESG_in's capacity, the ingest admission bound.
         metrics: The service's metrics.
+        one_stream: The operator joins one stream with itself (catalog ``one_stream``):
+            clients send it as source 0, which feeds every pipeline source.
 
     """
 
@@ -72,13 +75,16 @@ class ManagedOperator:
         pipeline: Pipeline,
         capacity: int,
         metrics: ServiceMetrics,
+        one_stream: bool = False,
     ) -> None:
         self.name = name
         self.operator = operator
         self.params = dict(params)
         self.pipeline = pipeline
         self.capacity = capacity
-        self.sources = [SourceCounters() for _ in pipeline.sources]
+        inputs = range(len(pipeline.sources))
+        self._feeds = (tuple(inputs),) if one_stream else tuple((i,) for i in inputs)
+        self.sources = [SourceCounters() for _ in self._feeds]
         self._metrics = metrics
         self._clock = ArrivalClock(len(self.sources))
         latency = metrics.output_latency.labels(name)
@@ -106,7 +112,7 @@ class ManagedOperator:
         return self.sources[source]
 
     def _check_open(self, source: int) -> None:
-        if self.pipeline.sources[source].closed:
+        if self.pipeline.sources[self._feeds[source][0]].closed:
             msg = f"{self.where(source)} is closed; it takes no more input"
             raise ConflictError(msg)
 
@@ -128,16 +134,20 @@ class ManagedOperator:
                 self._metrics.duplicate_batches.labels(self.name, str(source)).inc()
                 return 0, True
             self._check_open(source)
+            feeds = self._feeds[source]
+            first = feeds[0]
             rows = table.num_rows
-            if rows > self.capacity:
+            largest = self.capacity // len(feeds)
+            if rows > largest:
                 msg = (
                     f"{self.where(source)}: a batch of {rows} rows can never fit the "
-                    f"ingest buffer of {self.capacity}; split it"
+                    f"ingest buffer of {self.capacity} (at most {largest} rows a batch); "
+                    "split it"
                 )
                 raise TooLargeError(msg)
-            table = conform(table, self.pipeline.sources[source].schema, self.where(source))
+            table = conform(table, self.pipeline.sources[first].schema, self.where(source))
             ts = table.column(TS).to_numpy()
-            if not self.pipeline.esg_in.fits(source, ts) and not self._holds_back_merge(source):
+            if not self.pipeline.esg_in.fits(first, ts) and not self._holds_back_merge(source):
                 free = self.capacity - self.pipeline.esg_in.occupancy()
                 msg = (
                     f"{self.where(source)}: the ingest buffer cannot take the batch's {rows} "
@@ -146,12 +156,14 @@ class ManagedOperator:
                 raise CapacityError(msg)
             arrival_s = time.time()
             try:
-                added = self.pipeline.add(source, table)
+                added = self.pipeline.add(first, table)
             except LateTupleError:
-                late = self._late_rows(source, table)
+                late = self._late_rows(first, table)
                 counters.late_tuples += late
                 self._metrics.late_tuples.labels(self.name, str(source)).inc(late)
                 raise
+            for other in feeds[1:]:  # the same rows, so the same lateness: they go in
+                self.pipeline.add(other, table)
             if batch_id is not None:
                 counters.batch_ids.add(batch_id)
             counters.batches += 1
@@ -174,11 +186,11 @@ class ManagedOperator:
         which its own rows free.
         """
         others = [
-            self._frontier(i)
-            for i, store in enumerate(self.pipeline.sources)
-            if i != source and not store.closed
+            self._frontier(feeds[0])
+            for i, feeds in enumerate(self._feeds)
+            if i != source and not self.pipeline.sources[feeds[0]].closed
         ]
-        return bool(others) and self._frontier(source) < min(others)
+        return bool(others) and self._frontier(self._feeds[source][0]) < min(others)
 
     def _late_rows(self, source: int, table: pa.Table) -> int:
         """Rows of a rejected batch older than the source's released watermark."""
@@ -191,13 +203,15 @@ class ManagedOperator:
         counters = self.source(source)
         with counters.lock:
             self._check_open(source)
-            self.pipeline.watermark(source, ts)
+            for fed in self._feeds[source]:
+                self.pipeline.watermark(fed, ts)
 
     def close(self, source: int) -> None:
         """End of input for ``source`` (closing twice is a no-op)."""
         counters = self.source(source)
         with counters.lock:
-            self.pipeline.close(source)
+            for fed in self._feeds[source]:
+                self.pipeline.close(fed)
 
     def reconfigurations(self) -> list[ReconfigurationRecord]:
         """Every reconfiguration requested so far."""
@@ -295,8 +309,8 @@ class ManagedOperator:
         sources = [
             {
                 "index": i,
-                "watermark": stats["watermarks"][i],
-                "closed": self.pipeline.sources[i].closed,
+                "watermark": stats["watermarks"][self._feeds[i][0]],
+                "closed": self.pipeline.sources[self._feeds[i][0]].closed,
                 "tuples_in": c.tuples_in,
                 "batches": c.batches,
                 "duplicate_batches": c.duplicate_batches,
@@ -312,7 +326,7 @@ class ManagedOperator:
             "parallelism": stats["parallelism"],
             "max_parallelism": stats["max_parallelism"],
             "mapping": list(self.pipeline.pool.current.mapping),
-            "watermarks": stats["watermarks"],
+            "watermarks": [stats["watermarks"][feeds[0]] for feeds in self._feeds],
             "sources": sources,
             "instances": stats["instances"],
             "output": {
@@ -388,7 +402,15 @@ class OperatorRegistry:
             pipeline = setup(
                 op, parallelism, n, capacity=capacity, allowed_lateness_ms=allowed_lateness_ms
             )
-            managed = ManagedOperator(name, operator, params, pipeline, capacity, self._metrics)
+            managed = ManagedOperator(
+                name,
+                operator,
+                params,
+                pipeline,
+                capacity,
+                self._metrics,
+                one_stream=CATALOG[operator].one_stream,
+            )
             if policy is not None:
                 try:
                     managed.set_autoscale(policy)

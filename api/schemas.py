@@ -5,12 +5,14 @@ The OpenAPI schema at ``/openapi.json`` (rendered at ``/docs``) is generated fro
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from controller import PolicyConfig
+from stretch.model.schema import TS_MAX_MS, TS_MIN_MS
 
 __all__ = [
     "AutoscaleRequest",
@@ -42,19 +44,45 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _unicode(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        msg = "holds an unpaired surrogate (not valid Unicode)"
+        raise ValueError(msg) from None
+    return text
+
+
+def _param_value(value: object) -> object:
+    if isinstance(value, str):
+        return _unicode(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        msg = f"must be a string or a number, not {type(value).__name__}"
+        raise ValueError(msg)
+    if not math.isfinite(value):
+        msg = f"must be finite, got {value}"
+        raise ValueError(msg)
+    return value
+
+
+ParamValue = Annotated[str | int | float, BeforeValidator(_param_value)]
+"""A catalog parameter: a string, an integer or a finite number; never a boolean."""
+
+
 class CreateOperator(_Strict):
     """``POST /v1/operators``: start a catalog operator under a name."""
 
     name: str = Field(
         min_length=1,
         max_length=100,
-        pattern=r"^[A-Za-z0-9_.-]+$",
-        description="the instance name used in every other route",
+        pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$",
+        description="the instance name used in every other route: letters, digits, "
+        "'_', '-' and '.', not starting with '.'",
     )
     operator: str = Field(
         description="a catalog name: forward, scalejoin, hedge, wordcount, paircount, longest_tweet"
     )
-    params: dict[str, str | int | float] = Field(
+    params: dict[Annotated[str, AfterValidator(_unicode)], ParamValue] = Field(
         default_factory=dict,
         description="catalog parameters, e.g. {'ws': 2000}; forward needs 'columns'",
     )
@@ -159,7 +187,7 @@ class BatchAccepted(BaseModel):
 class WatermarkRequest(_Strict):
     """A promise that the source sends no tuple with a smaller ``ts``."""
 
-    ts: int = Field(ge=INT64_MIN, le=INT64_MAX)
+    ts: int = Field(ge=TS_MIN_MS, le=TS_MAX_MS, description="event time in ms")
 
 
 class CommitRequest(_Strict):

@@ -1,12 +1,13 @@
 """Run the service with uvicorn: ``stretch serve`` calls ``serve``.
 
 The bearer token comes from ``--token-file`` (first line, stripped) or the environment
-variable ``STRETCH_TOKEN``; it is never logged. Without either, the service runs open,
-which is only sensible on loopback.
+variable ``STRETCH_TOKEN``; it is never logged. Without either, the service runs open:
+it warns at start, and refuses a host other than loopback unless told ``insecure``.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 from pathlib import Path
@@ -15,7 +16,7 @@ import uvicorn
 
 from api.main import create_app
 
-__all__ = ["TOKEN_ENV", "read_token", "serve"]
+__all__ = ["TOKEN_ENV", "check_exposure", "is_loopback", "read_token", "serve"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,20 +41,83 @@ def read_token(token_file: str | None = None) -> str | None:
     return os.environ.get(TOKEN_ENV) or None
 
 
-def serve(host: str = "127.0.0.1", port: int = 8321, token_file: str | None = None) -> None:
-    """Serve the app on ``host:port`` until interrupted.
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, token: str | None, insecure: bool) -> None:
+    """Refuse to serve without a token on a host other machines reach, unless ``insecure``.
+
+    Raises:
+        ValueError: ``host`` is not loopback, there is no token and not ``insecure``.
+
+    """
+    if token is not None:
+        return
+    if not is_loopback(host) and not insecure:
+        msg = (
+            f"refusing to serve on {host} without a token: anyone who reaches it could read "
+            f"and change every operator; set --token-file or ${TOKEN_ENV}, bind 127.0.0.1, "
+            "or pass --insecure"
+        )
+        raise ValueError(msg)
+    logger.warning(
+        "no token configured: every route on %s is open to whoever reaches it "
+        "(set --token-file or $%s)",
+        host,
+        TOKEN_ENV,
+    )
+
+
+GRACEFUL_SHUTDOWN_S = 3
+"""How long SIGTERM or Ctrl-C waits for requests in flight before cancelling them."""
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8321,
+    token_file: str | None = None,
+    insecure: bool = False,
+    access_log: bool = False,
+) -> None:
+    """Serve the app on ``host:port`` until interrupted (SIGINT or SIGTERM).
+
+    Logs one line with its URL, its authentication mode and where its docs are. On a
+    signal it stops taking connections, gives requests in flight ``GRACEFUL_SHUTDOWN_S``
+    seconds, cancels the rest and stops every operator.
 
     Args:
         host: The address to bind (loopback by default).
         port: The TCP port.
         token_file: A file holding the bearer token (else ``$STRETCH_TOKEN``, else none).
+        insecure: Serve without a token on a non-loopback host.
+        access_log: Log one line per request.
+
+    Raises:
+        ValueError: No token on a non-loopback host without ``insecure``, or an empty
+            token file.
 
     """
     token = read_token(token_file)
+    check_exposure(host, token, insecure)
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     logger.info(
-        "serving on %s:%d (%s)",
-        host,
-        port,
-        "bearer token required" if token else "no authentication",
+        "stretch serve on %s (auth: %s); docs at %s/docs",
+        url,
+        "bearer token on /v1 and /metrics" if token else "none, every route open",
+        url,
     )
-    uvicorn.run(create_app(token), host=host, port=port, log_level="info", access_log=False)
+    uvicorn.run(
+        create_app(token),
+        host=host,
+        port=port,
+        log_level="info",
+        access_log=access_log,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
+from fastapi import APIRouter, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.auth import require_token
 from api.codec import ARROW_STREAM, decode_batch, encode_arrow, json_rows, sort_by_ts
+from api.guard import BodyLimits
 from api.lifecycle import ERRORS, NAME, Registry
 from api.operators import ManagedOperator
 from api.schemas import (
@@ -41,7 +41,10 @@ _BATCH_BODY = {
 _BATCH_ERRORS = {
     **ERRORS,
     400: {"description": "malformed Arrow or JSON body"},
-    413: {"description": "the batch is larger than the whole ingest buffer"},
+    413: {
+        "description": "the batch is larger than the whole ingest buffer, the body larger "
+        "than its limit, or the Arrow stream decodes to more than its limit"
+    },
     415: {"description": "unsupported Content-Type"},
     429: {
         "description": "the ingest buffer is full: retry after Retry-After seconds",
@@ -56,7 +59,6 @@ _BATCH_ERRORS = {
     response_model=BatchAccepted,
     responses=_BATCH_ERRORS,
     openapi_extra=_BATCH_BODY,
-    dependencies=[Depends(require_token)],
 )
 async def add_batch(
     name: NAME,
@@ -77,17 +79,24 @@ async def add_batch(
     managed.source(source)
     body = await request.body()
     content_type = request.headers.get("content-type", "")
+    limits: BodyLimits = request.app.state.body_limits
     accepted, duplicate = await run_in_threadpool(
-        _decode_and_add, managed, source, batch_id, body, content_type
+        _decode_and_add, managed, source, batch_id, body, content_type, limits
     )
     return BatchAccepted(accepted=accepted, duplicate=duplicate)
 
 
 def _decode_and_add(
-    managed: ManagedOperator, source: int, batch_id: int | None, body: bytes, content_type: str
+    managed: ManagedOperator,
+    source: int,
+    batch_id: int | None,
+    body: bytes,
+    content_type: str,
+    limits: BodyLimits,
 ) -> tuple[int, bool]:
     schema = managed.pipeline.op.inputs[source]
-    table = decode_batch(body, content_type, schema, managed.where(source))
+    where = managed.where(source)
+    table = decode_batch(body, content_type, schema, where, limits.decoded_batch_bytes)
     return managed.add_batch(source, batch_id, sort_by_ts(table))
 
 
@@ -95,7 +104,6 @@ def _decode_and_add(
     "/{name}/sources/{source}/watermark",
     status_code=202,
     responses=ERRORS,
-    dependencies=[Depends(require_token)],
 )
 async def watermark(
     name: NAME, source: SOURCE, body: WatermarkRequest, operators: Registry
@@ -109,7 +117,6 @@ async def watermark(
     "/{name}/sources/{source}/close",
     status_code=202,
     responses=ERRORS,
-    dependencies=[Depends(require_token)],
 )
 async def close(name: NAME, source: SOURCE, operators: Registry) -> dict[str, Any]:
     """End of the source's input: its windows flush once every source is closed."""
@@ -153,7 +160,6 @@ async def output(
     "/{name}/output/commit",
     status_code=202,
     responses=ERRORS,
-    dependencies=[Depends(require_token)],
 )
 async def commit(name: NAME, body: CommitRequest, operators: Registry) -> dict[str, Any]:
     """Everything before ``offset`` was consumed; the log may trim it."""

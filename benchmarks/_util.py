@@ -17,7 +17,8 @@ import matplotlib as mpl
 mpl.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the display-less backend)
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(os.environ.get("STRETCH_BENCH_RESULTS") or Path(__file__).parent / "results")
+"""The results folder: ``stretch bench --output DIR`` sets it; run directly, the committed one."""
 
 
 def progress(message: str) -> None:
@@ -72,7 +73,7 @@ def medians(samples: list[dict[str, float]]) -> dict[str, float]:
 
 def write(name: str, result: dict[str, Any]) -> Path:
     """Write ``result`` as ``results/<name>.json``; return the path."""
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(result, indent=2, default=float))
     return path
@@ -87,7 +88,7 @@ def figure(ncols: int, title: str) -> tuple[Any, Any]:
 
 def save(fig: Any, name: str) -> Path:
     """Save ``fig`` as ``results/<name>.png``; return the path."""
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.png"
     fig.tight_layout()
     fig.savefig(path, dpi=110)

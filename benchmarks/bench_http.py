@@ -197,9 +197,8 @@ def main() -> None:
         default=1 << 16,
         help="ESG_in nodes; above the rows sent, ingest never waits on processing",
     )
-    parser.add_argument(
-        "--output", type=Path, default=ROOT / "benchmarks" / "results" / "bench_http.json"
-    )
+    results = os.environ.get("STRETCH_BENCH_RESULTS") or ROOT / "benchmarks" / "results"
+    parser.add_argument("--output", type=Path, default=Path(results) / "bench_http.json")
     args = parser.parse_args()
     CAPACITY[0] = args.capacity
     server, url = start_server()

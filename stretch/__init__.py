@@ -14,6 +14,7 @@ At the top: the CLI (``cli``), the REST client (``client``), file IO, generators
 """
 
 import importlib
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from stretch.errors import (
@@ -51,6 +52,7 @@ __all__ = [
     "StretchError",
     "WindowType",
     "Windows",
+    "__version__",
     "band_join",
     "build",
     "load_operators",
@@ -59,6 +61,11 @@ __all__ = [
     "run_vsn",
     "setup",
 ]
+
+try:
+    __version__ = version("stretch")
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 _LAZY = {"Pipeline": "stretch.vsn", "run_vsn": "stretch.vsn", "setup": "stretch.vsn"}
 

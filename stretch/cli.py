@@ -9,15 +9,19 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
-import subprocess
+import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 
 import numpy as np
 import pyarrow as pa
 
+from stretch import __version__
+from stretch.bench import BENCHMARKS, DEFAULT_OUTPUT, run_benchmark, split_output
 from stretch.demo import run_demo
 from stretch.errors import InputError, StretchError
 from stretch.generate import GENERATORS
@@ -25,32 +29,61 @@ from stretch.io import FORMATS, read_table, write_table
 from stretch.model.schema import TS, ColumnType, conform
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import CATALOG, build, load_operators
+from stretch.progress import ReplayProgress
 from stretch.vsn import run_vsn
 
 __all__ = ["main"]
 
-BENCHMARKS = ("forward", "http", "reconfig", "scalegate", "scalejoin", "vsn_vs_sn")
+
+MAX_PARALLELISM = 64
+"""The most instances of an operator (the pool size limit of the VSN runtime's gates)."""
 
 log = logging.getLogger("stretch")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status."""
+    """Run the command line; return the exit status.
+
+    Ctrl-C (or SIGTERM) stops every command but ``serve`` at once, with status 130 (143)
+    and one line, since worker threads hold no state worth saving; ``serve`` shuts down
+    through uvicorn. A closed stdout (``stretch replay ... | head``) ends with status 141.
+    """
     parser = _parser()
     args = parser.parse_args(argv)
+    # A server logs its events (one line each); other commands only with -v.
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
+        level=logging.INFO if args.verbose or args.command == "serve" else logging.WARNING,
+        format="%(message)s",
     )
     # The modules' objects live as long as the process: keep them out of the cyclic
     # collector, which otherwise walks them all at each full collection while the
     # pipeline allocates (about a tenth of a replay's CPU time).
     gc.freeze()
+    stopping = () if args.command == "serve" else (signal.SIGINT, signal.SIGTERM)
+    before = {signum: signal.signal(signum, _exit_on_signal) for signum in stopping}
     try:
         result: int = args.run(args)
     except StretchError as exc:
         sys.stderr.write(f"stretch: error: {exc}\n")
         return 2
+    except BrokenPipeError:
+        # The reader left: send what Python still flushes at exit nowhere, and stop.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
     return result
+
+
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+
+
+def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    """Stop now: skip joining the runtime's threads (daemons) and print no traceback."""
+    sys.stderr.write(f"stretch: interrupted ({signal.Signals(signum).name})\n")
+    sys.stderr.flush()
+    os._exit(128 + signum)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,15 +91,26 @@ def _parser() -> argparse.ArgumentParser:
         prog="stretch",
         description="STRETCH O+ operators with virtual shared-nothing parallelism (see README.md).",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
+    parser.add_argument("--version", action="version", version=f"stretch {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log progress (also after COMMAND)"
+    )
+    # -v after the command too; SUPPRESS keeps a -v given before it.
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log progress"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     replay = commands.add_parser(
         "replay",
+        parents=[verbose],
         help="run an operator over input files",
         description="Run a catalog operator over one file per input stream (formats by "
         f"extension: {', '.join(FORMATS)}). Each file needs an int64 'ts' column "
-        "(event time in ms) and the operator's columns. 'hedge' takes one file "
+        "(event time in ms) or a timestamp column (Parquet/Arrow timestamps of any unit, ISO 8601 "
+        "text in CSV/JSON lines; converted to ms, a zoneless one read as UTC) and the "
+        "operator's columns. 'hedge' takes one file "
         "that feeds both of its streams.",
         epilog="operators: " + "; ".join(f"{n}: {s.description}" for n, s in CATALOG.items()),
     )
@@ -129,6 +173,7 @@ def _parser() -> argparse.ArgumentParser:
 
     generate = commands.add_parser(
         "generate",
+        parents=[verbose],
         help="write synthetic input streams",
         description="scalejoin: streams L and R (section 8.3); hedge: a NYSE-like trade "
         "stream (section 8.6); tweets: for wordcount, paircount, longest_tweet.",
@@ -153,10 +198,18 @@ def _parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser(
         "bench",
+        parents=[verbose],
         help="run one of the experiments in benchmarks/",
         description="Run benchmarks/bench_NAME.py of a source checkout with this Python; "
-        "arguments after NAME go to the script (NAME --help lists them). Results go to "
-        "benchmarks/results/.",
+        "arguments after NAME go to the script (NAME --help lists them). Results (JSON, "
+        f"PNG) go to --output DIR, by default ./{DEFAULT_OUTPUT}; the repository's committed "
+        "benchmarks/results/ only if named as DIR.",
+    )
+    bench.add_argument(
+        "--output",
+        metavar="DIR",
+        default=DEFAULT_OUTPUT,
+        help=f"folder for the results (default ./{DEFAULT_OUTPUT}); also accepted after NAME",
     )
     bench.add_argument("name", choices=BENCHMARKS, help="the experiment")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -164,10 +217,12 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser(
         "serve",
+        parents=[verbose],
         help="run the REST sidecar service (uvicorn)",
-        description="Serve the REST API under /v1 (OpenAPI at /docs). Mutating routes need "
-        "'Authorization: Bearer <token>' when a token is configured: the first line of "
-        "--token-file, else $STRETCH_TOKEN.",
+        description="Serve the REST API under /v1 (OpenAPI at /docs). With a token (the "
+        "first line of --token-file, else $STRETCH_TOKEN) every /v1 route and /metrics need "
+        "'Authorization: Bearer <token>'; /healthz and /readyz stay open. Without a token "
+        "the server warns, and refuses a host other than loopback unless --insecure.",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     serve.add_argument("--port", type=int, default=8321, help="TCP port (default 8321)")
@@ -181,10 +236,20 @@ def _parser() -> argparse.ArgumentParser:
         "stretch.register, before serving (repeatable); operators of installed packages' "
         "'stretch.operators' entry points are loaded too",
     )
+    serve.add_argument(
+        "--access-log", action="store_true", help="log one line per request (uvicorn's)"
+    )
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve without a token on a host other than loopback (anyone reaching it "
+        "can read and change every operator)",
+    )
     serve.set_defaults(run=_serve)
 
     demo = commands.add_parser(
         "demo",
+        parents=[verbose],
         help="the main job: a generated NYSE-like day through 'hedge'",
         description="Generate a trade stream, run the hedge join on it with the VSN runtime "
         "while scaling 1 -> PARALLELISM -> 1 instances, check the output against the "
@@ -202,8 +267,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _replay(args: argparse.Namespace) -> int:
     params = dict(_split_param(p) for p in args.param)
-    if args.parallelism < 1:
-        msg = f"--parallelism must be >= 1, got {args.parallelism}"
+    if not 1 <= args.parallelism <= MAX_PARALLELISM:
+        msg = f"--parallelism must be in 1..{MAX_PARALLELISM}, got {args.parallelism}"
         raise InputError(msg)
     schedule = [_split_reconfigure(text) for text in args.reconfigure]
     if schedule and args.runtime != "vsn":
@@ -214,7 +279,7 @@ def _replay(args: argparse.Namespace) -> int:
         params["columns"] = _columns_of(tables[0])
         params.setdefault("inputs", str(len(tables)))
     op = build(args.operator, params)
-    if args.operator == "hedge" and len(tables) == 1:
+    if CATALOG[args.operator].one_stream and len(tables) == 1:
         tables, args.input = tables * 2, args.input * 2
     if len(tables) != op.n_inputs:
         msg = f"operator {op.name!r} takes {op.n_inputs} input file(s), got {len(tables)}"
@@ -223,13 +288,32 @@ def _replay(args: argparse.Namespace) -> int:
         _ordered(conform(t, schema, path), path, args.sorted)
         for t, schema, path in zip(tables, op.inputs, args.input, strict=True)
     ]
+    rows_in = sum(t.num_rows for t in tables)
+    log.info(
+        "%s: replaying %d rows from %d input(s) on the %s runtime, %d instance(s)",
+        op.name,
+        rows_in,
+        len(tables),
+        args.runtime,
+        args.parallelism,
+    )
     started = time.perf_counter()
     if args.runtime == "vsn":
-        result = run_vsn(op, tables, args.parallelism, args.max_parallelism, schedule)
+        progress = ReplayProgress(op.name, [t.column(TS).to_numpy() for t in tables], log)
+        try:
+            result = run_vsn(
+                op,
+                tables,
+                args.parallelism,
+                args.max_parallelism,
+                schedule,
+                on_start=progress.watch if args.verbose else None,
+            )
+        finally:
+            progress.stop()
     else:
         result = run_sn(op, tables, args.parallelism)
     elapsed = time.perf_counter() - started
-    rows_in = sum(t.num_rows for t in tables)
     log.info("%s: %d rows in, %d rows out in %.2f s", op.name, rows_in, result.num_rows, elapsed)
     _write_output(result, args.output)
     return 0
@@ -325,11 +409,8 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / f"bench_{args.name}.py"
-    if not script.is_file():
-        msg = f"{script} not found: 'stretch bench' needs a source checkout of the repository"
-        raise InputError(msg)
-    return subprocess.run([sys.executable, str(script), *args.args], check=False).returncode
+    output, rest = split_output(args.output, args.args)
+    return run_benchmark(args.name, rest, output)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -338,7 +419,13 @@ def _serve(args: argparse.Namespace) -> int:
     for name in load_operators(args.operators):
         log.info("loaded operator %r", name)
     try:
-        serve(args.host, args.port, args.token_file)
+        serve(
+            args.host,
+            args.port,
+            args.token_file,
+            insecure=args.insecure,
+            access_log=args.access_log,
+        )
     except (OSError, ValueError) as exc:
         raise InputError(str(exc)) from exc
     return 0

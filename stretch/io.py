@@ -5,10 +5,13 @@ every failure is an :class:`~stretch.errors.InputError` whose one-line message n
 file and, where it can be known, the line and column.
 
 Strings stay strings: readers never turn a text column into timestamps or dates, whatever
-its values look like. CSV columns otherwise get pyarrow's type inference (``true`` and
-``false`` are booleans, an empty unquoted field is null); the CSV writer prints floats with
-the shortest text that parses back to the same double, always with a ``.`` or an exponent
-so that a float column never reads back as integers.
+its values look like, except the event time ``ts``: ISO 8601 text there (``2024-05-01
+12:00:00.250``, with an optional zone) reads as a timestamp, which ``conform`` turns into
+int64 ms (a zoneless one is UTC). Parquet and Arrow timestamps are kept as they are.
+CSV columns otherwise get pyarrow's type inference (``true`` and ``false`` are booleans,
+an empty unquoted field is null); the CSV writer prints floats with the shortest text
+that parses back to the same double, always with a ``.`` or an exponent so that a float
+column never reads back as integers.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from stretch.errors import InputError, SchemaError
+from stretch.model.schema import TS
 
 __all__ = ["FORMATS", "read_table", "write_table"]
 
@@ -67,7 +71,7 @@ def read_table(path: str | Path) -> pa.Table:
         msg = f"cannot read {path}: no such file"
         raise InputError(msg)
     try:
-        return reader(path)
+        return _event_time_text(reader(path))
     except OSError as exc:
         msg = f"cannot read {path}: {exc.strerror or _first_line(exc)}"
         raise InputError(msg) from exc
@@ -121,8 +125,35 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+_EVENT_TIME_TEXT = (pa.timestamp("ns", tz="UTC"), pa.timestamp("ns"))
+"""What ISO 8601 text in ``ts`` is read as: with a zone offset, else without one."""
+
+
+def _event_time_text(table: pa.Table) -> pa.Table:
+    """``table`` with a text ``ts`` of ISO 8601 timestamps read as timestamps.
+
+    Text that is not such timestamps stays text (``conform`` then names the row).
+    """
+    index = table.schema.get_field_index(TS)
+    if index < 0 or not pa.types.is_string(table.schema.field(index).type):
+        return table
+    for kind in _EVENT_TIME_TEXT:
+        try:
+            column = table.column(index).cast(kind)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+        return table.set_column(index, pa.field(TS, kind), column)
+    return table
+
+
 def _temporal_columns(table: pa.Table) -> list[str]:
-    return [field.name for field in table.schema if pa.types.is_temporal(field.type)]
+    """Columns read as dates or times that must stay text: all but a timestamp ``ts``."""
+    return [
+        field.name
+        for field in table.schema
+        if pa.types.is_temporal(field.type)
+        and not (field.name == TS and pa.types.is_timestamp(field.type))
+    ]
 
 
 def _csv_convert(text_columns: list[str] | None = None) -> pa_csv.ConvertOptions:

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import queue
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import tomllib
 from pathlib import Path
+from typing import IO
 
+import httpx
 import pyarrow as pa
 import pytest
 
+from stretch import generate
 from stretch.cli import main
 from stretch.io import read_table, write_table
 from stretch.model.sn import run_sn
@@ -229,3 +238,196 @@ def test_serve_with_an_unknown_operator_module() -> None:
         stretch("serve", "--operators", "no_such_module_of_operators"),
         "no_such_module_of_operators",
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--param", "wa=1", "--param", "ws=1000000"], "at most 1024"),
+        (["--param", "ws=1000000000000000000000000000000"], "1..1099511627776"),
+        (["--parallelism", "1000000000"], "1..64"),
+    ],
+)
+def test_replay_refuses_parameters_beyond_the_limits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], words: str
+) -> None:
+    data = tmp_path / "t.csv"
+    data.write_text("ts,user,tweet\n1,u,hello\n")
+    assert main(["replay", "wordcount", "--input", str(data), *args]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+
+
+def test_serve_refuses_an_open_non_loopback_host(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("STRETCH_TOKEN", raising=False)
+    assert main(["serve", "--host", "0.0.0.0", "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "without a token" in err and "--insecure" in err and "Traceback" not in err
+
+
+def test_replay_reads_timestamps_as_event_time_in_ms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parquet = tmp_path / "t.parquet"
+    ts = pa.array([1_000_250_999, 1_000_000_000], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    write_table(pa.table({"ts": ts, "v": [1, 2]}), parquet)
+    text = tmp_path / "t.csv"
+    text.write_text("ts,v\n1970-01-01T00:16:40.500Z,3\n1970-01-01T00:16:40Z,4\n")
+    assert main(["replay", "forward", "--input", str(parquet), "--input", str(text)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["ts,v", "1000000,2", "1000000,4", "1000250,1", "1000500,3"]
+
+
+def _lines(stream: IO[str]) -> queue.Queue[str]:
+    """The lines of ``stream`` as they come, read by a daemon thread."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put("")  # end of stream
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def _wait_for(lines: queue.Queue[str], words: str, seen: list[str]) -> None:
+    """Read lines into ``seen`` until one holds ``words`` (each wait bounded)."""
+    while True:
+        line = lines.get(timeout=60)
+        seen.append(line)
+        assert line, f"stream ended before {words!r}: {seen}"
+        if words in line:
+            return
+
+
+def test_version() -> None:
+    result = stretch("--version")
+    assert result.returncode == 0 and result.stdout.startswith("stretch ")
+
+
+def test_verbose_after_the_command_reports_progress(tmp_path: Path) -> None:
+    data = tmp_path / "t.csv"
+    data.write_text("ts,user,tweet\n1,u,a b\n5000,u,b c\n")
+    result = stretch(
+        "replay",
+        "wordcount",
+        "--input",
+        str(data),
+        "-v",
+        "--param",
+        "ws=2000",
+        "--param",
+        "wa=1000",
+        "--reconfigure",
+        "2500:2",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "wordcount: replaying 2 rows" in result.stderr
+    assert "reconfiguration to epoch 1: 1 -> 2 instances in" in result.stderr
+    assert "2 rows in, " in result.stderr
+
+
+def test_ctrl_c_stops_a_replay_at_once_without_a_traceback(tmp_path: Path) -> None:
+    left, right = generate.scalejoin(100_000, 1000.0, 1)  # ~10**10 comparisons: minutes
+    write_table(left, tmp_path / "l.arrow")
+    write_table(right, tmp_path / "r.arrow")
+    command = [sys.executable, "-m", "stretch.cli", "replay", "scalejoin", "-v"]
+    command += ["--input", str(tmp_path / "l.arrow"), "--input", str(tmp_path / "r.arrow")]
+    with subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stderr is not None
+        lines, seen = _lines(proc.stderr), []
+        try:
+            _wait_for(lines, "replaying", seen)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=10) == 130
+        finally:
+            proc.kill()
+        _wait_for(lines, "interrupted", seen)
+    assert not any("Traceback" in line for line in seen), seen
+
+
+def test_a_closed_stdout_ends_quietly(tmp_path: Path) -> None:
+    data = tmp_path / "t.csv"
+    data.write_text("ts,v\n" + "".join(f"{i},{i}\n" for i in range(20_000)))
+    command = f"{sys.executable} -m stretch.cli replay forward --input {data} | head -n 1"
+    result = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.stdout == "ts,v\n"
+    assert result.returncode == 141, result.stderr
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+
+
+def test_serve_announces_itself_logs_once_and_stops_on_sigterm() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [sys.executable, "-m", "stretch.cli", "serve", "--port", str(port), "--access-log"]
+    env = {k: v for k, v in os.environ.items() if k != "STRETCH_TOKEN"}
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    ) as proc:
+        assert proc.stdout is not None
+        lines, seen = _lines(proc.stdout), []
+        try:
+            _wait_for(lines, "Uvicorn running", seen)
+            url = f"http://127.0.0.1:{port}"
+            with httpx.Client(base_url=url, timeout=30) as http:
+                docs = http.get("/docs")
+                assert docs.status_code == 200 and "://" not in docs.text
+                assert http.get("/docs/assets/swagger-ui-bundle.js").status_code == 200
+                body = {"name": "a", "operator": "forward", "params": {"columns": "v:int"}}
+                assert http.post("/v1/operators", json=body).status_code == 201
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=20) in (0, -signal.SIGTERM)
+        finally:
+            proc.kill()
+        seen += list(iter(lambda: lines.get(timeout=10), ""))
+    text = "".join(seen)
+    assert f"stretch serve on http://127.0.0.1:{port} (auth: none" in text
+    assert f"docs at http://127.0.0.1:{port}/docs" in text
+    assert "no token configured" in text
+    assert text.count("started operator 'a'") == 1, text
+    assert '"POST /v1/operators HTTP/1.1" 201' in text
+    assert "Traceback" not in text
+
+
+def test_bench_writes_where_the_user_says(tmp_path: Path) -> None:
+    committed = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    before = {p.name: p.read_bytes() for p in committed.iterdir()}
+    small = ["--tuples", "2000", "--tuple-tuples", "200", "--batch", "500", "--runs", "1"]
+    small += ["--sources", "2", "--readers", "1"]
+    for where, args in [
+        (tmp_path / "stretch-bench-results", []),
+        (tmp_path / "mine", ["--output", str(tmp_path / "mine")]),
+    ]:
+        result = subprocess.run(
+            [sys.executable, "-m", "stretch.cli", "bench", "scalegate", *small, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        )
+        assert result.returncode == 0, result.stderr
+        assert (where / "bench_scalegate.json").is_file()
+    assert {p.name: p.read_bytes() for p in committed.iterdir()} == before
+
+
+def test_the_client_needs_no_dev_extra() -> None:
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    runtime = {dep.split(">")[0].split("=")[0].strip() for dep in project["dependencies"]}
+    assert {"httpx", "swagger-ui-bundle"} <= runtime
+    dev = {dep.split(">")[0].strip() for dep in project["optional-dependencies"]["dev"]}
+    assert "httpx" not in dev

@@ -12,14 +12,23 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from stretch.errors import SchemaError
 
-__all__ = ["TS", "ColumnType", "Schema", "conform"]
+__all__ = ["TS", "TS_MAX_MS", "TS_MIN_MS", "ColumnType", "Schema", "conform"]
 
 TS = "ts"
+
+TS_MIN_MS = -(2**62)
+TS_MAX_MS = 2**62
+"""The event times an input row may carry (about 146 million years either side of 1970).
+
+The int64 values beyond are the runtime's own: ``END_OF_INPUT`` (2**63 - 1) is the
+watermark of a closed source, and window arithmetic (``ts + WS``) must not overflow.
+"""
 
 
 class ColumnType(Enum):
@@ -89,8 +98,12 @@ class Schema:
 def conform(table: pa.Table, schema: Schema, where: str) -> pa.Table:
     """Check ``table`` against ``schema`` and return it with exactly the schema's columns.
 
-    Integers are accepted where floats are expected (the cast is exact for the values
-    event data carries); every other mismatch is an error. Extra columns are dropped.
+    ``ts`` is int64 ms, or an Arrow timestamp of any unit and time zone (Spark's
+    TimestampType is ``timestamp[us, tz=UTC]``; a naive one is read as UTC), converted to
+    ms since the epoch, floored. Integers are accepted where floats are expected when
+    float64 holds them exactly (magnitude at most 2**53), and unsigned integers where int64
+    holds them; every other mismatch is an error, as is a ``ts`` outside
+    ``TS_MIN_MS..TS_MAX_MS`` or a column name the table holds twice. Extra columns are dropped.
 
     Args:
         table: The input, e.g. as read from a file or pushed over HTTP.
@@ -102,16 +115,44 @@ def conform(table: pa.Table, schema: Schema, where: str) -> pa.Table:
 
     """
     if table.schema.equals(schema.arrow()) and not any(c.null_count for c in table.columns):
+        _check_ts_range(table.column(TS), where)
         return table  # already conformed (a replay's batches, a chained pipeline's output)
     arrays = []
+    names = table.column_names
     for name, arrow_type in [(TS, pa.int64())] + [(n, t.arrow) for n, t in schema]:
-        if name not in table.column_names:
-            msg = f"{where}: missing column {name!r} (has {', '.join(table.column_names)})"
+        if name not in names:
+            msg = f"{where}: missing column {name!r} (has {', '.join(names)})"
+            raise SchemaError(msg)
+        if names.count(name) > 1:
+            msg = (
+                f"{where}: column {name!r} appears {names.count(name)} times; names must be unique"
+            )
             raise SchemaError(msg)
         arrays.append(_cast(table.column(name), arrow_type, where, name))
+    _check_ts_range(arrays[0], where)
     return pa.Table.from_arrays(
         arrays, schema=pa.schema([(TS, pa.int64())] + [(n, t.arrow) for n, t in schema])
     )
+
+
+_MS_PER_UNIT = {"s": 1000, "ms": 1}
+_UNITS_PER_MS = {"us": 1000, "ns": 1_000_000}
+
+
+def _event_time_ms(column: pa.Array, where: str) -> pa.Array:
+    """A timestamp column (any unit, any or no time zone) as int64 ms since the epoch (UTC).
+
+    Finer units are floored to the millisecond, so order is kept.
+    """
+    unit = column.type.unit
+    raw = column.cast(pa.int64())
+    if unit in _UNITS_PER_MS:
+        return pa.array(np.floor_divide(raw.to_numpy(), _UNITS_PER_MS[unit]), pa.int64())
+    try:
+        return pc.multiply_checked(raw, _MS_PER_UNIT[unit])
+    except pa.ArrowInvalid:
+        msg = f"{where}: column {TS!r}: a timestamp is outside the event time range in ms"
+        raise SchemaError(msg) from None
 
 
 def _cast(column: pa.ChunkedArray, target: pa.DataType, where: str, name: str) -> pa.Array:
@@ -121,6 +162,8 @@ def _cast(column: pa.ChunkedArray, target: pa.DataType, where: str, name: str) -
         msg = f"{where}: row {row}, column {name!r}: missing value"
         raise SchemaError(msg)
     source = column.type
+    if name == TS and pa.types.is_timestamp(source):
+        return _event_time_ms(column, where)
     if source == target:
         return column
     allowed = (
@@ -134,7 +177,15 @@ def _cast(column: pa.ChunkedArray, target: pa.DataType, where: str, name: str) -
         or pa.types.is_null(source)
     )
     if allowed:
-        return column.cast(target)
+        try:
+            return column.cast(target)
+        except pa.ArrowInvalid:
+            row, value = _first_bad(column, target)
+            msg = (
+                f"{where}: row {row}, column {name!r}: {value!r} ({source}) cannot be held "
+                f"exactly as {_type_name(target)} ({target})"
+            )
+            raise SchemaError(msg) from None
     row, value = _first_bad(column, target)
     msg = (
         f"{where}: row {row}, column {name!r}: expected {_type_name(target)}, "
@@ -143,11 +194,26 @@ def _cast(column: pa.ChunkedArray, target: pa.DataType, where: str, name: str) -
     raise SchemaError(msg)
 
 
+def _check_ts_range(ts: pa.Array | pa.ChunkedArray, where: str) -> None:
+    if not len(ts):
+        return
+    low, high = pc.min_max(ts).values()
+    if low.as_py() >= TS_MIN_MS and high.as_py() <= TS_MAX_MS:
+        return
+    outside = pc.or_(pc.less(ts, TS_MIN_MS), pc.greater(ts, TS_MAX_MS))
+    row = pc.index(outside, True).as_py()
+    msg = (
+        f"{where}: row {row + 1}, column {TS!r}: {ts[row].as_py()} is outside the event "
+        f"time range {TS_MIN_MS}..{TS_MAX_MS} (ms)"
+    )
+    raise SchemaError(msg)
+
+
 def _first_bad(column: pa.Array, target: pa.DataType) -> tuple[int, object]:
     """The first row (1-based) whose value cannot be read as ``target``, and the value."""
     for i, value in enumerate(column.to_pylist()):
         try:
-            pa.array([value]).cast(target)
+            pa.array([value], column.type).cast(target)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             return i + 1, value
     return 1, column[0].as_py() if len(column) else None

@@ -16,6 +16,7 @@ from typing import Any
 
 from stretch.errors import OperatorError
 from stretch.model.oplus import (
+    DEFAULT_KEY_GROUPS,
     OPlus,
     OutputTime,
     Payload,
@@ -24,13 +25,17 @@ from stretch.model.oplus import (
     Windows,
     WindowType,
 )
-from stretch.model.schema import Schema
+from stretch.model.schema import TS, Schema
 from stretch.operators.joins import band_join
 from stretch.operators.kernels import HEDGE, SCALEJOIN, AggregateSpec, ForwardSpec
 
 __all__ = [
     "CATALOG",
     "ENTRY_POINT_GROUP",
+    "MAX_INPUTS",
+    "MAX_KEYS",
+    "MAX_WINDOWS_PER_TUPLE",
+    "MAX_WINDOW_MS",
     "OperatorSpec",
     "Param",
     "build",
@@ -52,31 +57,65 @@ class Param:
 
 @dataclass(frozen=True)
 class OperatorSpec:
-    """A catalog entry: what it computes, its parameters and how to build it."""
+    """A catalog entry: what it computes, its parameters and how to build it.
+
+    ``one_stream`` marks a self-join: its inputs are one stream fed to every source (hedge
+    pairs trades of one trade stream), so clients send that stream once, as source 0.
+    """
 
     description: str
     factory: Callable[[Mapping[str, Any]], OPlus]
     params: Mapping[str, Param] = field(default_factory=dict)
+    one_stream: bool = False
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        msg = f"must be a positive integer, got {text}"
-        raise ValueError(msg)
-    return value
+MAX_WINDOW_MS = 2**40
+"""The largest WA and WS (about 35 years): window bounds stay far inside int64."""
+
+MAX_WINDOWS_PER_TUPLE = 1024
+"""The most window instances one tuple may fall in (ceil(WS / WA) for multi windows)."""
+
+MAX_KEYS = DEFAULT_KEY_GROUPS
+"""The most keys a join or forward spreads its state over: one key group each at most."""
+
+MAX_INPUTS = 64
+"""The most input streams of forward (ESG_in's source slots)."""
+
+MAX_COLUMNS = 256
+"""The most payload columns of forward."""
+
+MAX_PAIR_DISTANCE = 2**31 - 1
+"""The largest finite ``b`` of paircount ('inf' means every pair)."""
+
+
+def _int_at_most(high: int) -> Callable[[str], int]:
+    """A parser of integers in ``1..high``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            msg = f"must be an integer in 1..{high}, got {text[:40]!r}"
+            raise ValueError(msg) from None
+        if not 1 <= value <= high:
+            msg = f"must be an integer in 1..{high}, got {text[:40]}"
+            raise ValueError(msg)
+        return value
+
+    return parse
 
 
 def _distance(text: str) -> float:
     if text.strip().lower() in {"inf", "infinity"}:
         return math.inf
-    return float(_positive_int(text))
+    return float(_int_at_most(MAX_PAIR_DISTANCE)(text))
 
 
 def _window_params(wa_ms: int, ws_ms: int) -> dict[str, Param]:
+    window_ms = _int_at_most(MAX_WINDOW_MS)
     return {
-        "wa": Param(_positive_int, wa_ms, "window advance WA in ms"),
-        "ws": Param(_positive_int, ws_ms, "window size WS in ms"),
+        "wa": Param(window_ms, wa_ms, f"window advance WA in ms (at most {MAX_WINDOW_MS})"),
+        "ws": Param(window_ms, ws_ms, f"window size WS in ms (at most {MAX_WINDOW_MS})"),
     }
 
 
@@ -106,11 +145,22 @@ def _forward(p: Mapping[str, Any]) -> OPlus:
 
 def _columns(text: str) -> Schema:
     """Parse ``"x:int,y:float"`` into a schema."""
-    pairs = [item.split(":") for item in text.split(",") if item.strip()]
-    if any(len(pair) != 2 for pair in pairs):
-        msg = f"columns must look like 'x:int,y:float', got {text!r}"
+    pairs = [[part.strip() for part in item.split(":")] for item in text.split(",") if item.strip()]
+    if not pairs or any(len(pair) != 2 or not pair[0] for pair in pairs):
+        msg = f"columns must look like 'x:int,y:float', got {text[:80]!r}"
         raise ValueError(msg)
-    return Schema.of(**{name.strip(): kind.strip() for name, kind in pairs})
+    if len(pairs) > MAX_COLUMNS:
+        msg = f"columns name {len(pairs)} columns; at most {MAX_COLUMNS}"
+        raise ValueError(msg)
+    names = [name for name, _ in pairs]
+    if TS in names:
+        msg = f"columns must not include {TS!r}: every stream carries its event time {TS!r}"
+        raise ValueError(msg)
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        msg = f"columns name {', '.join(map(repr, repeated))} more than once"
+        raise ValueError(msg)
+    return Schema.of(**dict(pairs))
 
 
 # --- aggregates over tweets (Operators 9 and 14) ----------------------------------------
@@ -265,9 +315,10 @@ def _hedge(p: Mapping[str, Any]) -> OPlus:
 
 
 _KEYS = Param(
-    _positive_int,
+    _int_at_most(MAX_KEYS),
     16,
-    "number of keys the window state is split into (at least the maximum parallelism)",
+    "number of keys the window state is split into (at least the maximum parallelism, "
+    f"at most the {MAX_KEYS} key groups)",
 )
 
 CATALOG: dict[str, OperatorSpec] = {
@@ -277,7 +328,9 @@ CATALOG: dict[str, OperatorSpec] = {
         {
             **_window_params(1, 1),
             "keys": _KEYS,
-            "inputs": Param(_positive_int, 2, "number of input streams I"),
+            "inputs": Param(
+                _int_at_most(MAX_INPUTS), 2, f"number of input streams I (at most {MAX_INPUTS})"
+            ),
             "columns": Param(
                 str,
                 "",
@@ -294,6 +347,7 @@ CATALOG: dict[str, OperatorSpec] = {
         "section 8.6: pairs of trades of different symbols with opposite deviations",
         _hedge,
         {**_window_params(1, 30_000), "keys": _KEYS},
+        one_stream=True,
     ),
     "wordcount": OperatorSpec(
         "Operator 14: per-window count of each word", _wordcount, _window_params(60_000, 120_000)
@@ -399,4 +453,11 @@ def build(name: str, params: Mapping[str, Any] | None = None) -> OPlus:
     except ValueError as exc:
         msg = f"operator {name!r}: {exc}"
         raise OperatorError(msg) from exc
+    windows = -(-op.ws_ms // op.wa_ms)
+    if op.window_type is WindowType.MULTI and windows > MAX_WINDOWS_PER_TUPLE:
+        msg = (
+            f"operator {name!r}: ws={op.ws_ms} and wa={op.wa_ms} put each tuple in {windows} "
+            f"windows; at most {MAX_WINDOWS_PER_TUPLE} (raise wa or lower ws)"
+        )
+        raise OperatorError(msg)
     return replace(op, name=name) if op.name != name else op

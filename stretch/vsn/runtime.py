@@ -10,7 +10,7 @@ which equals ``run_sn``'s row for row (docs/design.md decision 2).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import overload
 
 import numpy as np
@@ -131,6 +131,7 @@ def run_vsn(
     reconfigure: Sequence[tuple[int, int]] = (),
     timeout_s: float | None = None,
     compiled: bool = True,
+    on_start: Callable[[Pipeline], None] | None = None,
 ) -> pa.Table:
     """Run ``op`` over one timestamp-sorted table per input with the VSN runtime.
 
@@ -148,6 +149,7 @@ def run_vsn(
         reconfigure: ``(ts, m)`` pairs, applied in ts order.
         timeout_s: Give up after this long (None: wait for the end).
         compiled: Use the operator's Numba kernel when it has one.
+        on_start: Called with the pipeline once it runs, before any input (to watch it).
 
     Returns:
         The output table, ``ts`` first, rows in output order (equal to ``run_sn``'s).
@@ -168,6 +170,8 @@ def run_vsn(
     ]
     pipeline = setup(op, parallelism, n, compiled=compiled)
     try:
+        if on_start is not None:
+            on_start(pipeline)
         columns = [table.column(TS).to_numpy() for table in data]
         done = [0] * len(data)
         for ts, m in _feeding_plan(columns, schedule):

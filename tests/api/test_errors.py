@@ -7,6 +7,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from api import create_app
 from stretch import build, generate, run_sn
 from stretch.client import ARROW_STREAM, StretchClient
 from stretch.errors import CapacityError
@@ -54,7 +55,15 @@ BATCHES = "/v1/operators/j/sources/{}/batches"
             400,
             "JSON",
         ),
-        (0, {"content": b'{"rows": [{"ts": NaN}]}'}, 400, "NaN"),
+        (
+            0,
+            {
+                "content": b'{"rows": [{"ts": NaN}]}',
+                "headers": {"Content-Type": "application/json"},
+            },
+            400,
+            "NaN",
+        ),
         (0, {"json": {"rows": [{"ts": 500, "x": 1}]}}, 422, "'y'"),
         (0, {"json": {"rows": [{}]}}, 422, "column 'ts': missing value"),
         (0, {"json": {"rows": [{"ts": 500, "x": "one", "y": 1.0}]}}, 422, "'x'"),
@@ -109,7 +118,10 @@ def test_late_tuples_are_counted(
     )
     assert response.status_code == 422
     assert client.status("j")["sources"][0]["late_tuples"] == 2
-    assert 'stretch_late_tuples_total{operator="j",source="0"} 2.0' in http.get("/metrics").text
+    assert (
+        'stretch_late_tuples_total{operator="j",source="0"} 2.0'
+        in http.get("/metrics", headers=auth()).text
+    )
     _finish(client, join)
 
 
@@ -173,15 +185,26 @@ def test_bad_requests_answer_4xx_with_detail(
     _finish(client, join)
 
 
-def test_auth_is_required_on_mutating_routes(http: TestClient, client: StretchClient) -> None:
-    create = {"name": "f", "operator": "forward", "params": {"columns": "v:int"}}
+def test_auth_is_required_on_every_v1_route_and_metrics(
+    http: TestClient, client: StretchClient
+) -> None:
+    create = {"name": "f", "operator": "forward", "params": {"columns": "v:int", "inputs": 1}}
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic x"}):
         response = http.post("/v1/operators", json=create, headers=headers)
         assert response.status_code == 401
         assert response.json() == {"detail": "missing or wrong bearer token"}
-    assert http.get("/v1/operators").json() == []
+        assert response.headers["WWW-Authenticate"] == "Bearer"
+    assert http.get("/v1/operators", headers=auth()).json() == []
     assert http.post("/v1/operators", json=create, headers=auth()).status_code == 201
+    client.add_batch("f", 0, pa.table({"ts": [1], "v": [7]}))
+    client.close_source("f", 0)
+    assert client.read_all("f", TIMEOUT_S).column("v").to_pylist() == [7]
     for method, path, body in [
+        ("GET", "/v1/operators", None),
+        ("GET", "/v1/operators/f", None),
+        ("GET", "/v1/operators/f/output", None),
+        ("GET", "/v1/operators/f/reconfigurations", None),
+        ("GET", "/metrics", None),
         ("POST", "/v1/operators/f/sources/0/batches", {"rows": []}),
         ("POST", "/v1/operators/f/sources/0/watermark", {"ts": 1}),
         ("POST", "/v1/operators/f/sources/0/close", None),
@@ -189,10 +212,52 @@ def test_auth_is_required_on_mutating_routes(http: TestClient, client: StretchCl
         ("POST", "/v1/operators/f/reconfigure", {"parallelism": 2}),
         ("DELETE", "/v1/operators/f", None),
     ]:
-        assert http.request(method, path, json=body).status_code == 401, path
-    assert http.get("/v1/operators/f").status_code == 200
-    assert http.get("/v1/operators/f/output").status_code == 200
-    assert "s3cret" not in http.get("/metrics").text
+        response = http.request(method, path, json=body)
+        assert response.status_code == 401, path
+        assert "7" not in response.text
+    for open_path in ("/healthz", "/readyz"):
+        assert http.get(open_path).status_code == 200
+    assert http.get("/v1/operators/f/output?offset=1", headers=auth()).status_code == 200
+    assert http.get("/v1/operators/f", headers=auth()).status_code == 200
+    assert "s3cret" not in http.get("/metrics", headers=auth()).text
+    spec = http.get("/openapi.json").json()
+    assert "HTTPBearer" in spec["components"]["securitySchemes"]
+    for path, item in spec["paths"].items():
+        for operation in item.values():
+            guarded = operation.get("security") == [{"HTTPBearer": []}]
+            assert guarded == (path.startswith("/v1/") or path == "/metrics"), path
+
+
+def test_without_a_token_no_route_asks_for_one() -> None:
+    with TestClient(create_app()) as http:
+        assert http.get("/v1/operators").status_code == 200
+        spec = http.get("/openapi.json").json()
+        assert all("security" not in op for item in spec["paths"].values() for op in item.values())
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "content_type"),
+    [
+        ("POST", "/v1/operators/f/sources/0/close", "application/x-www-form-urlencoded"),
+        ("POST", "/v1/operators/f/sources/0/close", "multipart/form-data; boundary=x"),
+        ("POST", "/v1/operators/f/sources/0/batches", "text/plain"),
+        ("POST", "/v1/operators/f/sources/0/batches", None),
+        ("POST", "/v1/operators/f/sources/0/watermark", "text/plain"),
+        ("POST", "/v1/operators/f/reconfigure", "application/x-www-form-urlencoded"),
+        ("DELETE", "/v1/operators/f", "text/plain"),
+    ],
+)
+def test_mutating_routes_take_only_their_documented_types(
+    http: TestClient, client: StretchClient, method: str, path: str, content_type: str | None
+) -> None:
+    client.create_operator("f", "forward", {"columns": "v:int"})
+    headers = {**auth(), **({"Content-Type": content_type} if content_type else {})}
+    response = http.request(method, path, content=b'{"ts": 5}', headers=headers)
+    assert response.status_code == 415, response.text
+    assert "application/json" in response.json()["detail"]
+    status = client.status("f")
+    assert not any(source["closed"] for source in status["sources"])
+    assert status["counters"]["tuples_in"] == 0
 
 
 def test_full_ingest_buffer_answers_429_and_loses_nothing(
@@ -233,4 +298,4 @@ def test_full_ingest_buffer_answers_429_and_loses_nothing(
     client.close_source("j", 1)
     expected = run_sn(build("scalejoin", SCALEJOIN), [left, right])
     assert client.read_all("j", TIMEOUT_S).equals(expected)
-    assert 'status="429"' in http.get("/metrics").text
+    assert 'status="429"' in http.get("/metrics", headers=auth()).text

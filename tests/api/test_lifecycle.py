@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from stretch import build, generate, run_sn
-from stretch.client import StretchClient
+from stretch.client import ServiceError, StretchClient
 from tests.api.conftest import TIMEOUT_S, send_in_chunks
 
 SCALEJOIN = {"ws": 2000}
@@ -132,3 +132,22 @@ def test_output_paging_commit_and_arrow(client: StretchClient, join_input: list[
     empty, same = client.output("j", end, wait_ms=50)
     assert empty.num_rows == 0 and same == end
     assert client.status("j")["output"]["start_offset"] == 1
+
+
+def test_hedge_takes_one_trade_stream(client: StretchClient) -> None:
+    (trades,) = generate.hedge(600, 25.0, 7)
+    params = {"ws": 5000}
+    status = client.create_operator("h", "hedge", params, parallelism=2)
+    assert [s["index"] for s in status["sources"]] == [0]
+    assert len(status["watermarks"]) == 1
+    send_in_chunks(client, "h", [trades], 150)
+    out = client.read_all("h", TIMEOUT_S)
+    expected = run_sn(build("hedge", params), [trades, trades])
+    assert expected.num_rows > 0
+    assert out.equals(expected)
+    status = client.status("h")
+    assert status["counters"]["tuples_in"] == trades.num_rows
+    assert status["sources"][0]["closed"]
+    with pytest.raises(ServiceError) as refused:
+        client.add_batch("h", 1, trades.slice(0, 1))
+    assert refused.value.status == 404

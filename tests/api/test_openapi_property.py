@@ -3,14 +3,18 @@
 A small generator reads ``/openapi.json``: for each operation it draws path parameters
 (known names and sources mixed with arbitrary ones), query parameters and a JSON body
 from the operation's schema (or arbitrary JSON, or arbitrary bytes as an Arrow body).
-Every answer must be below 500, and every 4xx must carry a string ``detail``.
+Every answer must be below 500, and every 4xx must carry a string ``detail``. A second
+property mutates valid Arrow and JSON batches (type swaps, byte flips, truncation): each
+answer is below 500, and a refused batch changes nothing.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
+import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -164,7 +168,7 @@ def test_no_request_from_the_schema_gets_a_5xx() -> None:
         )
         @given(request_strategy(spec))
         def check(request: dict[str, Any]) -> None:
-            if http.get("/v1/operators/p").status_code == 404:
+            if http.get("/v1/operators/p", headers=auth).status_code == 404:
                 http.post(
                     "/v1/operators",
                     headers=auth,
@@ -180,8 +184,123 @@ def test_no_request_from_the_schema_gets_a_5xx() -> None:
             assert response.status_code < 500, (request, response.text)
             if response.status_code >= 400:
                 assert isinstance(response.json()["detail"], str), response.text
-            for status in http.get("/v1/operators").json():
+            for status in http.get("/v1/operators", headers=auth).json():
                 if status["name"] != "p":
                     http.delete(f"/v1/operators/{status['name']}", headers=auth)
+
+        check()
+
+
+MUTATED_COLUMNS = {"ts": pa.int64(), "v": pa.int64(), "w": pa.float64(), "s": pa.string()}
+SWAP_TYPES = [
+    pa.uint64(),
+    pa.int8(),
+    pa.float64(),
+    pa.float32(),
+    pa.string(),
+    pa.bool_(),
+    pa.timestamp("us", tz="UTC"),
+    pa.null(),
+]
+ROWS = st.lists(
+    st.fixed_dictionaries(
+        {
+            "ts": st.integers(0, 10**6),
+            "v": st.integers(-(2**63), 2**63 - 1),
+            "w": st.floats(allow_nan=False, allow_infinity=False),
+            "s": st.text(max_size=6),
+        }
+    ),
+    min_size=1,
+    max_size=5,
+)
+JSON_SWAPS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.text(max_size=4)
+    | st.just("\ud800")
+    | st.lists(st.integers(), max_size=2)
+    | st.floats()
+)
+
+
+def _arrow_body(rows: list[dict[str, Any]], swap: tuple[str, pa.DataType] | None) -> bytes:
+    table = pa.Table.from_pylist(rows, schema=pa.schema(list(MUTATED_COLUMNS.items())))
+    if swap is not None:
+        name, kind = swap
+        index = table.schema.get_field_index(name)
+        try:
+            column = table.column(name).cast(kind, safe=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            column = pa.nulls(table.num_rows, kind)
+        table = table.set_column(index, pa.field(name, kind), column)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+@st.composite
+def mutated_bodies(draw: st.DrawFn) -> tuple[str, bytes]:
+    """A valid Arrow or JSON batch, then type swaps, byte flips or a truncation."""
+    rows = draw(ROWS)
+    kind = draw(st.sampled_from(["arrow", "json"]))
+    if kind == "arrow":
+        swap = draw(
+            st.none()
+            | st.tuples(st.sampled_from(list(MUTATED_COLUMNS)), st.sampled_from(SWAP_TYPES))
+        )
+        body = _arrow_body(rows, swap)
+        if draw(st.booleans()):
+            body = body + body  # two streams back to back, or a duplicated schema
+    else:
+        for row in rows:
+            if draw(st.booleans()):
+                row[draw(st.sampled_from(list(MUTATED_COLUMNS)))] = draw(JSON_SWAPS)
+        body = json.dumps({"rows": rows}, allow_nan=True).encode("utf-8", "surrogatepass")
+    flips = draw(
+        st.lists(st.tuples(st.integers(0, len(body) - 1), st.integers(1, 255)), max_size=3)
+    )
+    mutable = bytearray(body)
+    for position, mask in flips:
+        mutable[position] ^= mask
+    cut = draw(st.none() | st.integers(0, len(mutable)))
+    return kind, bytes(mutable[:cut] if cut is not None else mutable)
+
+
+def test_mutated_batches_get_a_4xx_and_change_nothing() -> None:
+    with TestClient(create_app(TOKEN)) as http:
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        created = http.post(
+            "/v1/operators",
+            headers=auth,
+            json={
+                "name": "m",
+                "operator": "forward",
+                "params": {"columns": "v:int,w:float,s:str", "inputs": 1},
+                "allowed_lateness_ms": 10**7,
+            },
+        )
+        assert created.status_code == 201, created.text
+        types = {"arrow": "application/vnd.apache.arrow.stream", "json": "application/json"}
+
+        @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @given(mutated_bodies())
+        def check(body: tuple[str, bytes]) -> None:
+            kind, content = body
+            before = http.get("/v1/operators/m", headers=auth).json()["sources"][0]
+            response = http.post(
+                "/v1/operators/m/sources/0/batches",
+                headers={**auth, "Content-Type": types[kind]},
+                content=content,
+            )
+            assert response.status_code < 500, (body, response.text)
+            after = http.get("/v1/operators/m", headers=auth).json()["sources"][0]
+            if response.status_code >= 400:
+                assert isinstance(response.json()["detail"], str), response.text
+                assert after["tuples_in"] == before["tuples_in"], response.text
+            else:
+                assert after["tuples_in"] == before["tuples_in"] + response.json()["accepted"]
 
         check()

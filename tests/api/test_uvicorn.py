@@ -53,7 +53,7 @@ def test_lifecycle_over_real_http(server_url: str) -> None:
         send_in_chunks(client, "j", tables, 200)
         out = client.read_all("j", TIMEOUT_S)
         assert out.equals(run_sn(build("scalejoin", {"ws": 2000}), tables))
-        metrics = client._http.get("/metrics").text
+        metrics = client._http.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).text
         assert 'stretch_tuples_in_total{operator="j",source="1"} 600.0' in metrics
         assert "stretch_output_latency_seconds_bucket" in metrics
         assert 'stretch_active_instances{operator="j"} 2.0' in metrics

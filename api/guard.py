@@ -1,0 +1,171 @@
+"""What a mutating request may carry, checked before any route reads its body.
+
+A ``POST``, ``PUT`` or ``DELETE`` under ``/v1`` may carry only the content types its route
+documents: JSON everywhere, and an Arrow IPC stream for batches. A body without a
+``Content-Type`` is refused too. A browser's cross-site "simple" request (a form post,
+``text/plain``, a typeless blob) therefore never reaches a route: it gets 415 and changes
+nothing.
+
+Bodies are bounded (``BodyLimits``): a declared ``Content-Length`` above the route's limit
+is refused (413) before a byte is read; a body without one (chunked) is read up to the
+limit and refused as soon as it passes it. The decoded size of an Arrow stream has its own
+limit, checked by ``api.codec`` from the stream's metadata before decoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["ARROW_STREAM", "JSON", "BodyLimits", "RequestGuard", "media_type"]
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+JSON = "application/json"
+_MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_BATCH_SUFFIX = "/batches"
+_MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class BodyLimits:
+    """The largest request bodies the service reads, in bytes.
+
+    Attributes:
+        arrow_batch_bytes: An Arrow IPC batch body, as sent (64 MiB).
+        json_batch_bytes: A JSON batch body (16 MiB: parsed rows take several times more).
+        request_bytes: Any other request body (1 MiB).
+        decoded_batch_bytes: What an Arrow batch may decode to (256 MiB).
+
+    """
+
+    arrow_batch_bytes: int = 64 * _MIB
+    json_batch_bytes: int = 16 * _MIB
+    request_bytes: int = _MIB
+    decoded_batch_bytes: int = 256 * _MIB
+
+    def body_bytes(self, path: str, media: str) -> int:
+        """The limit of a body of ``media`` type sent to ``path``."""
+        if not path.endswith(_BATCH_SUFFIX):
+            return self.request_bytes
+        return self.arrow_batch_bytes if media == ARROW_STREAM else self.json_batch_bytes
+
+
+def media_type(content_type: str) -> str:
+    """The media type of a ``Content-Type`` value, without parameters, in lower case."""
+    return content_type.split(";", maxsplit=1)[0].strip().lower()
+
+
+class _TooLarge(Exception):
+    """The body passed its limit while being read."""
+
+
+class RequestGuard:
+    """ASGI middleware: refuse a mutating ``/v1`` request's type (415) or size (413).
+
+    Refused are an undocumented or missing content type, and a body above its limit.
+
+    Args:
+        app: The app it guards.
+        limits: The body limits.
+
+    """
+
+    def __init__(self, app: ASGIApp, limits: BodyLimits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer 415 or 413 for a refused request, else pass it on."""
+        if (
+            scope["type"] != "http"
+            or scope["method"] not in _MUTATING
+            or not scope["path"].startswith("/v1/")
+        ):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        media = media_type(headers.get("content-type", ""))
+        path = scope["path"]
+        allowed = (JSON, ARROW_STREAM) if path.endswith(_BATCH_SUFFIX) else (JSON,)
+        declared = _declared_length(headers)
+        chunked = declared is None and "transfer-encoding" in headers
+        if media not in allowed and (media or declared or chunked):
+            given = f"Content-Type {media!r}" if media else "a body without a Content-Type"
+            detail = f"{scope['method']} {path} takes {' or '.join(allowed)}, not {given}"
+            await _refuse(scope, receive, send, 415, detail)
+            return
+        limit = self.limits.body_bytes(path, media)
+        too_large = f"{scope['method']} {path}: the body is larger than {limit} bytes"
+        if declared is not None and declared > limit:
+            await _refuse(scope, receive, send, 413, f"{too_large} ({declared}); split it")
+            return
+        if chunked:
+            try:
+                receive = await _buffered(receive, limit)
+            except _TooLarge:
+                await _refuse(scope, receive, send, 413, f"{too_large}; split it")
+                return
+        await self.app(scope, receive, send)
+
+
+def _declared_length(headers: Headers) -> int | None:
+    text = headers.get("content-length")
+    if text is None or not text.strip().isdigit():
+        return None
+    return int(text)
+
+
+async def _buffered(receive: Receive, limit: int) -> Receive:
+    """Read a whole body of at most ``limit`` bytes; a ``receive`` that replays it.
+
+    Raises:
+        _TooLarge: the body passed ``limit`` (reading stopped there).
+
+    """
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+    async def replayed() -> Message:
+        return replay.pop() if replay else await receive()
+
+    return replayed
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, detail: str) -> None:
+    _count_rejected(scope, status)
+    await JSONResponse({"detail": detail}, status_code=status)(scope, receive, send)
+
+
+def _count_rejected(scope: Scope, status: int) -> None:
+    app = scope.get("app")
+    metrics = getattr(getattr(app, "state", None), "metrics", None)
+    if metrics is not None:
+        metrics.rejected(_template(scope["path"], set(app.openapi()["paths"])), status)  # type: ignore[union-attr]
+
+
+def _template(path: str, templates: set[str]) -> str:
+    """The route template of ``path`` among ``templates`` (bounded metric labels)."""
+    parts = path.split("/")
+    for index, (before, placeholder) in {
+        3: ("operators", "{name}"),
+        5: ("sources", "{source}"),
+    }.items():
+        if len(parts) > index and parts[index - 1] == before:
+            parts[index] = placeholder
+    template = "/".join(parts)
+    return template if template in templates else "unmatched"

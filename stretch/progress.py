@@ -1,0 +1,114 @@
+"""What ``stretch -v replay`` reports while it runs.
+
+Rows in and out per second, and each reconfiguration with its duration: a daemon thread
+samples the pipeline's ``stats()`` once per interval and logs one line per sample and one
+per completed reconfiguration; the sampling never touches the data path.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stretch.vsn.pipeline import Pipeline
+
+__all__ = ["ReplayProgress"]
+
+JOIN_TIMEOUT_S = 1.0
+
+
+class ReplayProgress:
+    """Log a replay's progress every ``interval_s`` until stopped.
+
+    Args:
+        name: The operator's name, for the lines.
+        columns: Each input's sorted ``ts`` column (rows in are counted from the sources'
+            watermarks).
+        logger: Where the lines go (at INFO).
+        interval_s: Seconds between two lines.
+
+    """
+
+    def __init__(
+        self,
+        name: str,
+        columns: Sequence[NDArray[np.int64]],
+        logger: logging.Logger,
+        interval_s: float = 1.0,
+    ) -> None:
+        self.name = name
+        self.columns = columns
+        self.logger = logger
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pipeline: Pipeline | None = None
+        self._reported: set[int] = set()
+        self._last = (time.perf_counter(), 0, 0)
+
+    def watch(self, pipeline: Pipeline) -> None:
+        """Start reporting on ``pipeline`` (``run_vsn``'s ``on_start``)."""
+        self._pipeline = pipeline
+        self._last = (time.perf_counter(), 0, 0)
+        self._thread = threading.Thread(
+            target=self._run, name=f"stretch-progress-{self.name}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop reporting; log the reconfigurations completed since the last line."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(JOIN_TIMEOUT_S)
+            if self._pipeline is not None:
+                self._reconfigurations(self._pipeline.stats()["reconfigurations"])
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            if self._pipeline is not None:
+                self._sample(self._pipeline)
+
+    def _sample(self, pipeline: Pipeline) -> None:
+        stats = pipeline.stats()
+        rows_in = sum(
+            int(np.searchsorted(column, mark, "left"))
+            for column, mark in zip(self.columns, stats["watermarks"], strict=True)
+            if mark is not None
+        )
+        rows_out = int(stats["output"]["end_offset"])
+        now = time.perf_counter()
+        then, before_in, before_out = self._last
+        elapsed = max(now - then, 1e-9)
+        self._last = (now, rows_in, rows_out)
+        self.logger.info(
+            "%s: %d rows in (%.0f/s), %d rows out (%.0f/s), %d instances",
+            self.name,
+            rows_in,
+            (rows_in - before_in) / elapsed,
+            rows_out,
+            (rows_out - before_out) / elapsed,
+            stats["parallelism"],
+        )
+        self._reconfigurations(stats["reconfigurations"])
+
+    def _reconfigurations(self, records: Sequence[dict[str, object]]) -> None:
+        for record in records:
+            epoch = record["epoch"]
+            if record["duration_ms"] is None or epoch in self._reported:
+                continue
+            assert isinstance(epoch, int)
+            self._reported.add(epoch)
+            self.logger.info(
+                "%s: reconfiguration to epoch %d: %s -> %s instances in %.2f ms (at ts %s)",
+                self.name,
+                epoch,
+                record["from_parallelism"],
+                record["to_parallelism"],
+                record["duration_ms"],
+                record["trigger_ts"],
+            )
