@@ -28,7 +28,7 @@ from stretch.vsn import run_vsn
 
 __all__ = ["main"]
 
-BENCHMARKS = ("forward", "http", "reconfig", "scalegate", "scalejoin", "vsn_vs_sn")
+BENCHMARKS = ("elastic", "forward", "http", "reconfig", "scalegate", "scalejoin", "vsn_vs_sn")
 
 log = logging.getLogger("stretch")
 
