@@ -31,6 +31,7 @@ class LoadSnapshot:
         capacity: Work one instance does per busy second, measured in the period; None
             until some work was measured.
         unit: What work is counted in (``"comparisons"`` or ``"tuples"``).
+        epoch: The reconfiguration epoch in force at ``time_s``; None if unknown.
 
     """
 
@@ -45,6 +46,7 @@ class LoadSnapshot:
     pending: float | None = None
     capacity: float | None = None
     unit: str = "tuples"
+    epoch: int | None = None
 
     @property
     def load(self) -> float:

@@ -89,6 +89,7 @@ class PipelineSampler:
             pending=pending,
             capacity=capacity,
             unit=unit,
+            epoch=pool.current.epoch,
         )
 
     def _read(self) -> _Counters:

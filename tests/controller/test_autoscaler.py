@@ -65,6 +65,28 @@ def test_decommission_waits_for_patience() -> None:
     assert "1 of 2" in scaler.records[0].decision.reason
 
 
+def test_no_new_request_while_the_last_one_is_pending() -> None:
+    """A switch completes when the instances reach it: until then the snapshots show the old
+    epoch and its parallelism, which would ask for the same provisioning again."""
+    applied: list[int] = []
+
+    def apply(parallelism: int, reason: str) -> int:
+        applied.append(parallelism)
+        return len(applied)  # the epoch
+
+    overloaded = [LoadSnapshot(1.0, 1.0, 2, 8, busy=(1.0, 1.0), epoch=0)] * 6
+    in_force = [LoadSnapshot(1.0, 1.0, 3, 8, busy=(1.0,) * 3, epoch=1)] * 3
+    snapshots = iter(overloaded + in_force)
+    scaler = Autoscaler(PolicyConfig(), lambda: next(snapshots), apply, cooldown_periods=2)
+    for _ in range(len(overloaded) + len(in_force)):
+        scaler.step()
+    assert applied == [3, 5]  # 2 / 0.7 -> 3; in force, cooled down for 2 periods; 3 / 0.7 -> 5
+    kinds = [r.decision.kind for r in scaler.records]
+    assert kinds == ["provision"] + ["hold"] * 7 + ["provision"]
+    assert all("epoch 1 pending" in r.decision.reason for r in list(scaler.records)[1:6])
+    assert "cooling down" in scaler.records[6].decision.reason
+
+
 def test_noisy_load_inside_the_band_never_reconfigures() -> None:
     rnd = random.Random(5)
     op = FakeOperator(m=3)
