@@ -10,7 +10,7 @@ r_max(m) = sqrt(m C(m) / (2 WS)).
   is switched on and the rate goes to 120% (provision) or 30% (decommission). Reported:
   each reconfiguration's time (call -> completion, with the phases the script can see) and
   the CV of the instances' load after it; static runs at the start and final parallelism.
-* q5 (Fig. 11-12): phases of random constant rates (10-90% of r_max(n), 2-4 WS long,
+* q5 (Fig. 11-12): phases of random constant rates (10-90% of r_max(n), 1.5-3 WS long,
   seeded), the model policy from 1 thread, against static 1 and static n threads.
   Targets: mean latency <= 20 ms, thread-seconds <= 0.8x static n, output == run_sn.
 * q6 (Fig. 13): hedge over a generated NYSE-like trading period (bursty, up to 8,000 t/s),
@@ -250,11 +250,11 @@ def print_q4(result: dict[str, Any]) -> None:
 
 
 def rate_phases(rng: np.random.Generator, seconds: float, ws_s: float, top: float) -> list:
-    """Phases ``(seconds, rate)`` 2-4 WS long at rates uniform in 10-90% of ``top``."""
+    """Phases ``(seconds, rate)`` 1.5-3 WS long at rates uniform in 10-90% of ``top``."""
     phases: list[tuple[float, float]] = []
     t = 0.0
     while t < seconds - 1e-9:
-        length = min(rng.uniform(2 * ws_s, 4 * ws_s), seconds - t)
+        length = min(rng.uniform(1.5 * ws_s, 3 * ws_s), seconds - t)
         phases.append((length, rng.uniform(0.1, 0.9) * top))
         t += length
     return phases
