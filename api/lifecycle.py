@@ -17,7 +17,7 @@ from api.schemas import (
     ReconfigureRequest,
 )
 
-__all__ = ["NAME", "registry", "router"]
+__all__ = ["ERRORS", "NAME", "Registry", "registry", "router"]
 
 router = APIRouter(prefix="/v1/operators", tags=["operators"])
 
@@ -63,6 +63,7 @@ async def create_operator(body: CreateOperator, operators: Registry) -> dict[str
         body.max_parallelism,
         body.capacity,
         body.allowed_lateness_ms,
+        None if body.autoscale is None else body.autoscale.config(),
     )
     return managed.status()
 
@@ -112,6 +113,8 @@ async def reconfigurations(name: NAME, operators: Registry) -> list[Reconfigurat
                 "to": r.to_parallelism,
                 "duration_ms": r.duration_ms,
                 "trigger_ts": r.trigger_ts,
+                "cause": r.cause,
+                "reason": r.reason,
             }
         )
         for r in operators.get(name).reconfigurations()

@@ -14,7 +14,7 @@ from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 
-from api import lifecycle, streams
+from api import autoscale, lifecycle, streams
 from api.errors import install_error_handlers
 from api.metrics import ServiceMetrics
 from api.operators import OperatorRegistry
@@ -53,6 +53,7 @@ def create_app(token: str | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(lifecycle.router)
     app.include_router(streams.router)
+    app.include_router(autoscale.router)
 
     @app.get("/healthz", tags=["probes"])
     async def healthz() -> dict[str, str]:

@@ -9,7 +9,7 @@ from the runtime at scrape time by a collector.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -54,6 +54,8 @@ class OperatorSnapshot:
     esg_out_occupancy: int
     comparisons: int
     reconfiguration_s: Sequence[float] = field(default_factory=tuple)
+    instance_busy_s: Sequence[float] = field(default_factory=tuple)
+    autoscale_decisions: Mapping[str, int] = field(default_factory=dict)
 
 
 class _RuntimeCollector(Collector):
@@ -81,7 +83,21 @@ class _RuntimeCollector(Collector):
             "Reconfiguration time from the call to completion",
             labels=["operator"],
         )
+        busy = CounterMetricFamily(
+            "stretch_instance_busy_seconds",
+            "Time a pool thread spent processing (rate() gives its load, 0..1)",
+            labels=["operator", "instance"],
+        )
+        decisions = CounterMetricFamily(
+            "stretch_autoscale_decisions",
+            "Autoscale decisions by kind (one per period)",
+            labels=["operator", "kind"],
+        )
         for snap in self._snapshots():
+            for j, seconds in enumerate(snap.instance_busy_s):
+                busy.add_metric([snap.name, str(j)], seconds)
+            for kind, count in snap.autoscale_decisions.items():
+                decisions.add_metric([snap.name, kind], count)
             out.add_metric([snap.name], snap.tuples_out)
             comparisons.add_metric([snap.name], snap.comparisons)
             epoch.add_metric([snap.name], snap.epoch)
@@ -91,7 +107,7 @@ class _RuntimeCollector(Collector):
             durations.add_metric(
                 [snap.name], _buckets(snap.reconfiguration_s), sum(snap.reconfiguration_s)
             )
-        yield from (out, comparisons, epoch, active, occupancy, durations)
+        yield from (out, comparisons, epoch, active, occupancy, durations, busy, decisions)
 
 
 def _buckets(values: Sequence[float]) -> list[tuple[str, float]]:

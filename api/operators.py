@@ -24,6 +24,7 @@ import pyarrow as pa
 from api.errors import ConflictError, NotFoundError, TooLargeError
 from api.latency import ArrivalClock, LatencyObserver
 from api.metrics import OperatorSnapshot, ServiceMetrics
+from controller import Autoscaler, PolicyConfig, autoscale
 from stretch.errors import CapacityError, LateTupleError, OperatorError
 from stretch.model.schema import TS, conform
 from stretch.operators.catalog import build
@@ -85,6 +86,8 @@ class ManagedOperator:
             pipeline.log, self._clock, latency.observe, name=f"api-{name}-latency"
         )
         self._observer.start()
+        self._autoscaler: Autoscaler | None = None
+        self._autoscale_lock = threading.Lock()
 
     def where(self, source: int) -> str:
         """A source's description for messages."""
@@ -200,6 +203,71 @@ class ManagedOperator:
         """Every reconfiguration requested so far."""
         return self.pipeline.reconfigurations()
 
+    def set_autoscale(self, config: PolicyConfig) -> dict[str, Any]:
+        """Put the operator under ``config``'s controller, replacing one it had.
+
+        Raises:
+            OperatorError: ``config`` does not fit the pool (the message names the field).
+
+        """
+        with self._autoscale_lock:
+            try:
+                scaler = autoscale(self.pipeline, config)
+            except ValueError as exc:
+                msg = f"autoscale of {self.name!r}: {exc}"
+                raise OperatorError(msg) from exc
+            old, self._autoscaler = self._autoscaler, scaler
+        if old is not None:
+            old.stop()
+        logger.info("operator %r: autoscale %s", self.name, config.policy)
+        return self.autoscale_state()
+
+    def autoscale_state(self) -> dict[str, Any]:
+        """The autoscaler's policy, bounds and last decision.
+
+        Raises:
+            NotFoundError: the operator is reconfigured manually (no autoscaler).
+
+        """
+        scaler = self._autoscaler
+        if scaler is None:
+            msg = f"operator {self.name!r} has no autoscaler; PUT one to start it"
+            raise NotFoundError(msg)
+        config = scaler.config
+        low, high = config.bounds(self.pipeline.max_parallelism)
+        records = list(scaler.records)
+        last = records[-1] if records else None
+        return {
+            "policy": config.policy,
+            "upper": config.upper,
+            "target": config.target,
+            "lower": config.lower,
+            "period_ms": config.period_ms,
+            "min_parallelism": low,
+            "max_parallelism": high,
+            "decisions": sum(scaler.decisions.values()),
+            "reconfigurations": scaler.reconfigurations,
+            "last_decision": None
+            if last is None
+            else {
+                "kind": last.decision.kind,
+                "parallelism": last.decision.parallelism,
+                "reason": last.decision.reason,
+                "load": last.decision.load,
+                "applied": last.applied,
+                "epoch": last.epoch,
+                "error": last.error,
+            },
+        }
+
+    def clear_autoscale(self) -> None:
+        """Stop the autoscaler, if any: back to manual reconfiguration."""
+        with self._autoscale_lock:
+            scaler, self._autoscaler = self._autoscaler, None
+        if scaler is not None:
+            scaler.stop()
+            logger.info("operator %r: autoscale off", self.name)
+
     def snapshot(self) -> OperatorSnapshot:
         """The metrics collector's view of this operator."""
         stats = self.pipeline.stats()
@@ -211,6 +279,8 @@ class ManagedOperator:
             esg_in_occupancy=stats["esg_in"]["occupancy"],
             esg_out_occupancy=stats["esg_out"]["occupancy"],
             comparisons=sum(i["comparisons"] for i in stats["instances"]),
+            instance_busy_s=[i["busy_s"] for i in stats["instances"]],
+            autoscale_decisions=dict(self._autoscaler.decisions) if self._autoscaler else {},
             reconfiguration_s=[
                 r["duration_ms"] / 1e3
                 for r in stats["reconfigurations"]
@@ -260,7 +330,8 @@ class ManagedOperator:
         }
 
     def shutdown(self) -> None:
-        """Stop the pipeline's threads and the latency observer."""
+        """Stop the autoscaler, the pipeline's threads and the latency observer."""
+        self.clear_autoscale()
         self.pipeline.shutdown()
         self.pipeline.log.finish()
         self._observer.stop()
@@ -289,13 +360,17 @@ class OperatorRegistry:
         max_parallelism: int | None,
         capacity: int,
         allowed_lateness_ms: int = 0,
+        policy: PolicyConfig | None = None,
     ) -> ManagedOperator:
         """Build catalog operator ``operator`` and start it under ``name``.
+
+        With ``policy`` it starts autoscaled (as ``set_autoscale``).
 
         Raises:
             ConflictError: ``name`` is taken.
             OperatorError: unknown operator or parameter, or forward without ``columns``.
             ReconfigurationError: parallelism outside ``1..max_parallelism``.
+            OperatorError: an autoscale policy that does not fit the pool.
 
         """
         if operator == "forward" and "columns" not in params:
@@ -314,6 +389,12 @@ class OperatorRegistry:
                 op, parallelism, n, capacity=capacity, allowed_lateness_ms=allowed_lateness_ms
             )
             managed = ManagedOperator(name, operator, params, pipeline, capacity, self._metrics)
+            if policy is not None:
+                try:
+                    managed.set_autoscale(policy)
+                except OperatorError:
+                    managed.shutdown()
+                    raise
             self._operators[name] = managed
         logger.info("started operator %r (%s, m=%d, n=%d)", name, operator, parallelism, n)
         return managed

@@ -5,15 +5,21 @@ The OpenAPI schema at ``/openapi.json`` (rendered at ``/docs``) is generated fro
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from controller import PolicyConfig
+
 __all__ = [
+    "AutoscaleRequest",
+    "AutoscaleState",
     "BatchAccepted",
     "BatchRows",
     "CommitRequest",
     "CreateOperator",
+    "DecisionInfo",
     "InstanceStatus",
     "OperatorCounters",
     "OperatorStatus",
@@ -73,6 +79,9 @@ class CreateOperator(_Strict):
         le=1 << 40,
         description="how far behind a source's largest ts its rows may arrive; older "
         "rows are late (422). Rows wait in a reorder buffer until then",
+    )
+    autoscale: AutoscaleRequest | None = Field(
+        default=None, description="start under this autoscale policy (as PUT .../autoscale)"
     )
 
 
@@ -189,3 +198,58 @@ class ReconfigurationInfo(BaseModel):
     to: int
     duration_ms: float | None = Field(description="call -> completion; null while pending")
     trigger_ts: int | None = None
+    cause: Literal["manual", "autoscale"] = Field(
+        default="manual", description="who asked: a client (manual) or the autoscaler"
+    )
+    reason: str | None = Field(default=None, description="the autoscaler's reason")
+
+
+class AutoscaleRequest(BaseModel):
+    """An autoscale policy; every field but ``policy`` defaults to the policy's own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: Literal["threshold", "model"] = Field(
+        description="threshold: the paper's Q4 controller on measured load (90/70/45%); "
+        "model: Q5's, on predicted work over measured capacity (80/75/70%)"
+    )
+    upper: float | None = Field(None, gt=0, le=1, description="provision above this load")
+    target: float | None = Field(None, gt=0, le=1, description="the load a decision aims at")
+    lower: float | None = Field(None, gt=0, le=1, description="decommission below this load")
+    period_ms: int | None = Field(
+        None, ge=10, le=3_600_000, description="how often load is sampled and judged"
+    )
+    min_parallelism: int | None = Field(None, ge=1, description="fewest instances (1)")
+    max_parallelism: int | None = Field(None, ge=1, description="most instances (the pool size)")
+
+    def config(self) -> PolicyConfig:
+        """The ``PolicyConfig``: the policy's defaults, overridden where given."""
+        given = self.model_dump(exclude_none=True, exclude={"policy"})
+        return replace(PolicyConfig.defaults(self.policy), **given)
+
+
+class DecisionInfo(BaseModel):
+    """One decision of the controller."""
+
+    kind: Literal["provision", "decommission", "hold"]
+    parallelism: int = Field(description="the parallelism decided (the current one to hold)")
+    reason: str
+    load: float = Field(description="the average load judged (measured or predicted)")
+    applied: bool
+    epoch: int | None = None
+    error: str | None = None
+
+
+class AutoscaleState(BaseModel):
+    """An operator's autoscaler: its policy and bounds, and what it decided last."""
+
+    policy: Literal["threshold", "model"]
+    upper: float
+    target: float
+    lower: float
+    period_ms: int
+    min_parallelism: int
+    max_parallelism: int
+    decisions: int = Field(description="decisions taken so far (each period)")
+    reconfigurations: int = Field(description="decisions that changed the parallelism")
+    last_decision: DecisionInfo | None = None

@@ -258,11 +258,11 @@ def measured_run(
     feeder = Feeder(pipeline, tables, start, tick_s)
     reader = Reader(pipeline, keep_output)
     monitor = Monitor(pipeline, start)
-    calls: dict[int, tuple[str, float]] = {}  # epoch -> (reason, when reconfigure returned)
+    returned: dict[int, float] = {}  # epoch -> when its reconfigure call returned
 
     def apply(m: int, reason: str) -> int:
-        epoch = pipeline.reconfigure(parallelism=m)
-        calls[epoch] = (reason, time.perf_counter())
+        epoch = pipeline.reconfigure(parallelism=m, cause="autoscale", reason=reason)
+        returned[epoch] = time.perf_counter()
         return epoch
 
     autoscaler = None
@@ -303,7 +303,7 @@ def measured_run(
     out_ts = np.concatenate(reader.ts) if reader.ts else np.zeros(0, np.int64)
     read_s = np.repeat(np.asarray(reader.read_s), [len(t) for t in reader.ts])
     reconfigurations = [
-        _reconfiguration(r, calls, feeder, start) for r in pipeline.reconfigurations()
+        _reconfiguration(r, returned, feeder, start) for r in pipeline.reconfigurations()
     ]
     decisions = [
         {
@@ -334,30 +334,33 @@ def measured_run(
 
 def _reconfiguration(
     record: ReconfigurationRecord,
-    calls: dict[int, tuple[str, float]],
+    returned: dict[int, float],
     feeder: Feeder,
     start_s: float,
 ) -> dict[str, Any]:
     """A reconfiguration record with the phases the benchmark can see, in ms.
 
     ``call``: ``reconfigure`` adding the control tuples; ``wait_for_input``: from its return
-    to the arrival of the input tuple that triggered the switch (the first past gamma);
-    ``switch``: from then to completion (the instances reach the tuple, meet at the
-    barrier, and one switches).
+    to the arrival of the input tuple it switched at (``trigger_ts``; nothing once the switch
+    happens at the control tuple itself, which is at the last ts already added);
+    ``switch``: from then to completion (the instances work through what is ahead of that
+    tuple, meet at the barrier, and one switches).
     """
     requested = record.requested_ns / 1e9
-    reason, returned = calls.get(record.epoch, ("manual", requested))
+    call_returned = returned.get(record.epoch, requested)
     completed = record.completed_ns / 1e9 if record.completed_ns is not None else None
-    phases: dict[str, float | None] = {"call": (returned - requested) * 1e3}
+    phases: dict[str, float | None] = {"call": (call_returned - requested) * 1e3}
     if completed is not None and record.trigger_ts is not None:
-        arrived = max(float(feeder.arrivals(np.asarray([record.trigger_ts]))[0]), returned)
-        phases["wait_for_input"] = (arrived - returned) * 1e3
+        arrival = float(feeder.arrivals(np.asarray([record.trigger_ts]))[0])
+        arrived = max(arrival, call_returned)
+        phases["wait_for_input"] = (arrived - call_returned) * 1e3
         phases["switch"] = (completed - arrived) * 1e3
     return {
         "epoch": record.epoch,
         "from": record.from_parallelism,
         "to": record.to_parallelism,
-        "reason": reason,
+        "cause": record.cause,
+        "reason": record.reason,
         "requested_s": requested - start_s,
         "completed_s": completed - start_s if completed is not None else None,
         "duration_ms": record.duration_ms,

@@ -7,10 +7,11 @@ every pair of parallelisms in ``1..--max-parallelism`` (Table IV's shape, scaled
 machine), and after each one requests a no-op reconfiguration (same parallelism and
 mapping: the same control tuples, barrier and switch, no gate change) as the baseline.
 Durations are call -> completion from the pipeline's reconfiguration records; a switch
-completes at the first tuple past gamma, so durations include waiting for the next tick
-of input, and the backlog when the instances are busy. Between reconfigurations the
-coefficient of variation (CV) of the connected instances' comparisons and busy time is
-taken at each parallelism (Fig. 9, right), with their mean utilisation (busy / wall).
+completes at the first control tuple of its epoch in the merged stream, so durations
+include the backlog ahead of it when the instances are busy, but no wait for more input.
+Between reconfigurations the coefficient of variation (CV) of the connected instances'
+comparisons and busy time is taken at each parallelism (Fig. 9, right), with their mean
+utilisation (busy / wall).
 Python hands the GIL over every ``sys.getswitchinterval()`` (5 ms by default), which
 bounds how fast a woken instance gets to run while other threads execute Python;
 ``--switch-interval-ms`` shows its effect. Target (docs/design.md): p99 <= 5 ms.

@@ -7,7 +7,7 @@ applies decisions through the runtime's ``reconfigure``. It owns no threads of t
 and no HTTP: the service (``api``) and the Spark job start and stop autoscalers.
 """
 
-from controller.autoscaler import Autoscaler, DecisionRecord
+from controller.autoscaler import Autoscaler, DecisionRecord, autoscale
 from controller.load import LoadSnapshot
 from controller.policies import POLICIES, Decision, PolicyConfig, decide, model, threshold
 from controller.sampler import PipelineSampler
@@ -20,6 +20,7 @@ __all__ = [
     "LoadSnapshot",
     "PipelineSampler",
     "PolicyConfig",
+    "autoscale",
     "decide",
     "model",
     "threshold",

@@ -27,8 +27,10 @@ from dataclasses import dataclass, replace
 
 from controller.load import LoadSnapshot
 from controller.policies import Decision, PolicyConfig, decide
+from controller.sampler import PipelineSampler
+from stretch.vsn import Pipeline
 
-__all__ = ["Autoscaler", "DecisionRecord"]
+__all__ = ["Autoscaler", "DecisionRecord", "autoscale"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +87,8 @@ class Autoscaler:
         self.cooldown_periods = cooldown_periods
         self.patience = patience
         self.records: deque[DecisionRecord] = deque(maxlen=history)
+        self.decisions = {"provision": 0, "decommission": 0, "hold": 0}  # by kind, ever
+        self.reconfigurations = 0
         self._cooling = 0
         self._asked_down = 0
         self._pending: int | None = None  # the epoch requested last, until it is in force
@@ -111,6 +115,7 @@ class Autoscaler:
                 )
                 record = DecisionRecord(Decision(m, "hold", why, snapshot.load), snapshot)
                 self.records.append(record)
+                self.decisions["hold"] += 1
                 return record
             decision = self._held(decide(snapshot, self.config), snapshot)
             record = DecisionRecord(decision, snapshot)
@@ -122,6 +127,7 @@ class Autoscaler:
                     logger.warning("autoscale: %s failed: %s", decision.kind, exc)
                 else:
                     record = replace(record, applied=True, epoch=epoch)
+                    self.reconfigurations += 1
                     self._cooling = self.cooldown_periods
                     self._pending = epoch
                     logger.info(
@@ -131,6 +137,7 @@ class Autoscaler:
                         decision.reason,
                     )
             self.records.append(record)
+            self.decisions[decision.kind] += 1
             return record
 
     def _is_pending(self, snapshot: LoadSnapshot) -> bool:
@@ -187,3 +194,21 @@ class Autoscaler:
             except Exception:
                 logger.exception("autoscale: a period failed; the loop goes on")
             next_at = max(next_at + period_s, time.monotonic())
+
+
+def autoscale(pipeline: Pipeline, config: PolicyConfig) -> Autoscaler:
+    """Start an autoscaler of ``pipeline``; its reconfigurations are recorded as autoscale.
+
+    Raises:
+        ValueError: ``config`` does not fit the pipeline's pool (the message names why).
+
+    """
+    config.check(pipeline.max_parallelism)
+    sampler = PipelineSampler(pipeline)
+
+    def apply(parallelism: int, reason: str) -> int:
+        return pipeline.reconfigure(parallelism=parallelism, cause="autoscale", reason=reason)
+
+    scaler = Autoscaler(config, sampler.sample, apply)
+    scaler.start()
+    return scaler

@@ -145,7 +145,7 @@ def _judge(
     low, high = config.bounds(snapshot.max_parallelism)
     average = total / m
     figures = f"{what}: {total:.2f} threads' work over {m} = {average:.0%} average"
-    upper, target, lower = f"{config.upper:.0%}", f"{config.target:.0%}", f"{config.lower:.0%}"
+    upper, target, lower = (f"{x * 100:g}%" for x in (config.upper, config.target, config.lower))
     if average > config.upper + _EPS:
         new = max(min(math.ceil(total / config.target - _EPS), high), low)
         if new <= m:

@@ -4,7 +4,9 @@ Three rooms, each depending only on the ones before it:
 
 * ``stretch.model``: the O+ model (``OPlus``, ``Schema``) and the sequential SN reference
   runtime (``run_sn``, ``SNRuntime``);
-* ``stretch.operators``: the operator catalog (``build``, ``register``) and its kernels;
+* ``stretch.operators``: the operator catalog (``build``, ``register``,
+  ``load_operators``), compiled band joins with a user's predicate (``band_join``) and
+  the kernels;
 * ``stretch.vsn``: the VSN runtime (``setup`` gives a running ``Pipeline``; ``run_vsn``
   runs tables through one).
 
@@ -26,7 +28,8 @@ from stretch.errors import (
 from stretch.model.oplus import OPlus, OutputTime, StreamTuple, Windows, WindowType
 from stretch.model.schema import Schema
 from stretch.model.sn import SNRuntime, run_sn
-from stretch.operators.catalog import CATALOG, build, register
+from stretch.operators.catalog import CATALOG, build, load_operators, register
+from stretch.operators.compiled_join import band_join
 
 if TYPE_CHECKING:
     from stretch.vsn import Pipeline, run_vsn, setup
@@ -48,7 +51,9 @@ __all__ = [
     "StretchError",
     "WindowType",
     "Windows",
+    "band_join",
     "build",
+    "load_operators",
     "register",
     "run_sn",
     "run_vsn",

@@ -221,3 +221,11 @@ def test_bench_runs_the_experiment_scripts() -> None:
     assert result.returncode == 0, result.stderr
     assert "--parallelism" in result.stdout
     assert stretch("bench", "nosuch").returncode == 2
+
+
+def test_serve_with_an_unknown_operator_module() -> None:
+    """Operators load before the server starts: a bad module ends it with one line."""
+    assert_clean_error(
+        stretch("serve", "--operators", "no_such_module_of_operators"),
+        "no_such_module_of_operators",
+    )

@@ -101,6 +101,8 @@ def conform(table: pa.Table, schema: Schema, where: str) -> pa.Table:
         SchemaError: naming ``where``, the column and the first offending row (1-based).
 
     """
+    if table.schema.equals(schema.arrow()) and not any(c.null_count for c in table.columns):
+        return table  # already conformed (a replay's batches, a chained pipeline's output)
     arrays = []
     for name, arrow_type in [(TS, pa.int64())] + [(n, t.arrow) for n, t in schema]:
         if name not in table.column_names:

@@ -7,6 +7,8 @@ operator under a name. Window parameters ``wa`` and ``ws`` (ms) are overridable 
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,7 +28,15 @@ from stretch.model.schema import Schema
 from stretch.operators.joins import band_join
 from stretch.operators.kernels import HEDGE, SCALEJOIN, AggregateSpec, ForwardSpec
 
-__all__ = ["CATALOG", "OperatorSpec", "Param", "build", "register"]
+__all__ = [
+    "CATALOG",
+    "ENTRY_POINT_GROUP",
+    "OperatorSpec",
+    "Param",
+    "build",
+    "load_operators",
+    "register",
+]
 
 ParamValue = int | float | str
 
@@ -315,6 +325,50 @@ def register(
         msg = f"operator {name!r} is already in the catalog"
         raise OperatorError(msg)
     CATALOG[name] = OperatorSpec(description, factory, dict(params or {}))
+
+
+ENTRY_POINT_GROUP = "stretch.operators"
+"""The entry-point group of installed packages' operators: name = factory."""
+
+
+def load_operators(modules: Sequence[str] = ()) -> list[str]:
+    """Load user operators: import ``modules``, then the ``stretch.operators`` entry points.
+
+    A module registers its operators when imported (``stretch.register``); an entry point
+    of the group ``stretch.operators`` names a factory ``params -> OPlus`` and is
+    registered under the entry point's name. The service calls this once at start
+    (``stretch serve --operators MODULE``): operators come from code installed on the
+    server, never from request bodies.
+
+    Args:
+        modules: Importable module names, e.g. ``"mypackage.ops"``.
+
+    Returns:
+        The names added to the catalog, in the order they were added.
+
+    Raises:
+        OperatorError: a module cannot be imported, or an entry point cannot be loaded or
+            takes a name already in the catalog.
+
+    """
+    before = set(CATALOG)
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            msg = f"cannot load operators from module {module!r}: {exc}"
+            raise OperatorError(msg) from exc
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        origin = f"entry point {entry.value}"
+        if entry.name in CATALOG and CATALOG[entry.name].description == origin:
+            continue  # loaded by an earlier call
+        try:
+            factory = entry.load()
+        except Exception as exc:
+            msg = f"cannot load operator {entry.name!r} from entry point {entry.value!r}: {exc}"
+            raise OperatorError(msg) from exc
+        register(entry.name, factory, origin)
+    return [name for name in CATALOG if name not in before]
 
 
 def build(name: str, params: Mapping[str, Any] | None = None) -> OPlus:

@@ -28,7 +28,12 @@ from stretch.model.oplus import StreamTuple
 from stretch.model.schema import ColumnType, Schema
 from stretch.vsn.reorder import ReorderBuffer
 
-__all__ = ["SourceRows", "SourceStore"]
+__all__ = ["SourceRows", "SourceStore", "column_dtype"]
+
+
+def column_dtype(kind: ColumnType) -> np.dtype[Any]:
+    """The NumPy type a source holds a column of ``kind`` in (strings as int32 codes)."""
+    return np.dtype(np.int32 if kind is ColumnType.STR else kind.arrow.to_pandas_dtype())
 
 
 @dataclass(frozen=True)
@@ -161,13 +166,7 @@ class SourceStore:
         return SourceRows(
             base,
             np.empty(capacity, dtype=np.int64),
-            {
-                name: np.empty(
-                    capacity,
-                    dtype=np.int32 if kind is ColumnType.STR else kind.arrow.to_pandas_dtype(),
-                )
-                for name, kind in self.schema
-            },
+            {name: np.empty(capacity, dtype=column_dtype(kind)) for name, kind in self.schema},
         )
 
     def tuple_at(self, seq: int) -> StreamTuple:

@@ -5,10 +5,12 @@ list of G ``WindowStore``s) whose ``owns(g)`` is ``mapping[g] == j`` for the epo
 thread is in. A connected thread reads every ready tuple of ESG_in (it is one of its
 readers) and, per tuple (Alg. 4):
 
-* a control tuple records the next epoch's plan and gamma (L7, ``prepare_reconfig``);
-* a tuple that raises the watermark W beyond gamma makes the thread meet the instances
-  of the epoch at the barrier (L10-11), where the last to arrive connects or disconnects
-  instances exactly once (L12-13); then every instance switches mapping (L14);
+* the first control tuple of the next epoch makes the thread meet the instances of the
+  epoch at the barrier (L7, L10-11), where the last to arrive connects or disconnects
+  instances exactly once (L12-13); then every instance switches mapping (L14). Every
+  reader sees the merged stream in the same order, so all switch at the same node; see
+  ``stretch.vsn.reconfiguration`` for why this point, and not the paper's first tuple
+  beyond gamma;
 * then windows that expired at W and belong to the thread's key groups are output and
   shifted (L15-17), and the tuple updates the windows of the keys the thread owns (L18).
 
@@ -23,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -37,7 +39,7 @@ from stretch.model.oplus import END_OF_INPUT, OPlus
 from stretch.model.windows import WindowStore
 from stretch.vsn.audit import OwnershipAudit
 from stretch.vsn.output_block import OutputBlock
-from stretch.vsn.reconfiguration import EpochBarrier, EpochPlan, PreparedPlan
+from stretch.vsn.reconfiguration import EpochBarrier, EpochPlan
 
 __all__ = ["CompiledOperator", "ReadyNodes", "SharedPool", "StartPackage", "VSNInstance"]
 
@@ -97,15 +99,13 @@ class StartPackage:
 
     Attributes:
         plan: The epoch it joins.
-        prepared: Later plans already announced by control tuples.
-        watermark: W-bar, the watermark before the triggering tuple.
-        backlog: The triggering tuple and the ready tuples after it that the instance
-            that connected it had already taken from ESG_in.
+        watermark: W-bar, the watermark at the control tuple that triggered the switch.
+        backlog: The ready tuples after that control tuple that the instance that
+            connected it had already taken from ESG_in.
 
     """
 
     plan: EpochPlan
-    prepared: tuple[PreparedPlan, ...]
     watermark: int
     backlog: ReadyNodes
 
@@ -162,7 +162,12 @@ class SharedPool(Protocol):
         """Record an instance's failure and stop the others."""
 
     def switch(
-        self, leader: VSNInstance, left: EpochPlan, target: EpochPlan, backlog: ReadyNodes
+        self,
+        leader: VSNInstance,
+        left: EpochPlan,
+        target: EpochPlan,
+        backlog: ReadyNodes,
+        trigger_ts: int,
     ) -> None:
         """Alg. 4 L12-13, run once by the last instance at the barrier."""
 
@@ -183,7 +188,6 @@ class VSNInstance:
         self.j = j
         self.shared = shared
         self.plan = shared.plans[0]
-        self.prepared: list[PreparedPlan] = []
         self.connected = False
         self.busy_ns = 0
         self.tuples_in = 0
@@ -277,7 +281,6 @@ class VSNInstance:
     def _begin(self, package: StartPackage) -> None:
         """Connect with the state Lemma 3 gives, then process the backlog."""
         self.plan = package.plan
-        self.prepared = [replace(p) for p in package.prepared]
         self.oplus.watermark = package.watermark
         self.oplus.set_owned_groups(groups_of(self.plan.mapping, self.j))
         self._released = package.watermark
@@ -289,12 +292,11 @@ class VSNInstance:
     def _process(self, nodes: ReadyNodes, start: int) -> None:
         """processVSN (Alg. 4) for each node from ``start``, then release output up to W.
 
-        A compiled operator takes runs of nodes at once: up to the next control tuple
-        and, with a plan prepared, up to the first tuple beyond its gamma. No node of
-        such a run can trigger L10-14, so the per-node steps reduce to L15-18: the kernel
-        updates the run's windows (L18), then expires those that ended by the run's last
-        ts (L15-17; no tuple of the run falls in a window that ended before it, so this
-        gives the same rows). Control and triggering tuples go through the steps one by one.
+        A compiled operator takes runs of nodes at once, up to the next control tuple. No
+        node of such a run can reconfigure, so the per-node steps reduce to L15-18: the
+        kernel updates the run's windows (L18), then expires those that ended by the run's
+        last ts (L15-17; no tuple of the run falls in a window that ended before it, so
+        this gives the same rows). Control tuples go through the steps one by one.
         """
         compiled = self.shared.compiled
         i, n = start, len(nodes)
@@ -316,11 +318,7 @@ class VSNInstance:
     def _run_end(self, nodes: ReadyNodes, i: int) -> int:
         """The end of the run from node ``i`` in which no node can reconfigure."""
         controls = np.flatnonzero(nodes.kind[i:] == CONTROL)
-        stop = i + int(controls[0]) if controls.size else len(nodes)
-        if self.prepared:
-            gamma = self.prepared[0].gamma
-            stop = i + int(np.searchsorted(nodes.ts[i:stop], gamma, side="right"))
-        return stop
+        return i + int(controls[0]) if controls.size else len(nodes)
 
     def _steps(self, nodes: ReadyNodes, start: int, stop: int) -> bool:
         """Alg. 4 node by node; return whether the instance is still connected."""
@@ -332,13 +330,12 @@ class VSNInstance:
         payload_col = nodes.payload[start:stop].tolist()
         for offset, (kind, ts) in enumerate(zip(kind_col, ts_col, strict=True)):
             i = start + offset
-            if kind == CONTROL:  # L7
-                self._prepare_reconfig(shared.plans[payload_col[offset]], ts)
+            if kind == CONTROL:  # L7-14 at the first control tuple of the next epoch
+                target = shared.plans[payload_col[offset]]
+                if target.epoch > self.plan.epoch and not self._reconfigure(nodes, i, target):
+                    return False
                 continue
             if ts > oplus.watermark:  # L9-10: W grows
-                while self.prepared and ts > self.prepared[0].gamma:
-                    if not self._reconfigure(nodes, i):
-                        return False
                 oplus.advance(ts)  # L15-17
                 if compiled is not None:
                     compiled.advance(self, ts)
@@ -352,22 +349,8 @@ class VSNInstance:
                 self.tuples_in += 1
         return True
 
-    def _prepare_reconfig(self, plan: EpochPlan, ts: int) -> None:
-        """prepareReconfig (Alg. 6): record e*, O*, f_mu* and gamma = t.ts.
-
-        Plans newer than the current epoch queue up in epoch order; a later control
-        tuple of a queued epoch (another source's) moves its gamma, as Alg. 6 does.
-        """
-        if plan.epoch <= self.plan.epoch:
-            return
-        for prepared in self.prepared:
-            if prepared.plan.epoch == plan.epoch:
-                prepared.gamma = ts
-                return
-        self.prepared.append(PreparedPlan(plan, ts))
-
-    def _reconfigure(self, nodes: ReadyNodes, i: int) -> bool:
-        """Alg. 4 L10-14: barrier, the switch (by one instance), then the new mapping.
+    def _reconfigure(self, nodes: ReadyNodes, i: int, target: EpochPlan) -> bool:
+        """Alg. 4 L10-14 at control node ``i``: barrier, the switch (by one), the new mapping.
 
         Returns:
             Whether this instance is still connected afterwards.
@@ -375,16 +358,15 @@ class VSNInstance:
         """
         shared = self.shared
         self._release()
-        target = self.prepared[0].plan
         left = self.plan
+        trigger_ts = int(nodes.ts[i])
 
         def switch(leader: int) -> None:
-            shared.switch(self, left, target, nodes.tail(i))
+            shared.switch(self, left, target, nodes.tail(i + 1), trigger_ts)
 
         if not shared.barrier.arrive(target.epoch, left.parallelism, self.j, switch):
             self.connected = False
             return False
-        self.prepared.pop(0)
         self.plan = target
         if self.j >= target.parallelism:
             self.connected = False

@@ -194,17 +194,25 @@ class Pipeline:
     # -- reconfiguration (Alg. 5-6) --------------------------------------------------------
 
     def reconfigure(
-        self, parallelism: int | None = None, mapping: Sequence[int] | None = None
+        self,
+        parallelism: int | None = None,
+        mapping: Sequence[int] | None = None,
+        *,
+        cause: str = "manual",
+        reason: str | None = None,
     ) -> int:
         """Queue a reconfiguration; return its epoch. It completes asynchronously.
 
-        Its control tuple enters every open source at the source's last ts (gamma); the
-        instances switch once their watermark passes it (Alg. 4 L10-14). Requests made
-        before an earlier one completes are applied after it, in order.
+        Its control tuple enters every open source at the source's last ts; the instances
+        switch at the first of them in the merged stream (Alg. 4 L10-14), without waiting
+        for more input. Requests made before an earlier one completes are applied after
+        it, in order.
 
         Args:
             parallelism: m*, 1..n (None keeps the latest requested count).
             mapping: f_mu* over the G key groups into ``0..m*-1`` (None: round robin).
+            cause: Who asks, for the record: ``"manual"`` or ``"autoscale"``.
+            reason: Why, for the record (an autoscale decision's reason).
 
         Raises:
             ReconfigurationError: an invalid request, or every source is closed; nothing
@@ -226,7 +234,12 @@ class Pipeline:
                 msg = f"operator {self.op.name!r}: epoch {epoch}: every input is closed"
                 raise ReconfigurationError(msg)
             self.pool.records[epoch] = ReconfigurationRecord(
-                epoch, self._latest.parallelism, target.parallelism, target.requested_ns
+                epoch,
+                self._latest.parallelism,
+                target.parallelism,
+                target.requested_ns,
+                cause=cause,
+                reason=reason,
             )
             self.pool.plans[epoch] = target
             self._latest = target

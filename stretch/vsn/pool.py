@@ -92,7 +92,7 @@ class InstancePool:
             instance.thread.start()
         empty = ReadyNodes.empty()
         for j in range(first.parallelism):
-            self.instances[j].provision(StartPackage(first, (), -(2**63 - 1), empty))
+            self.instances[j].provision(StartPackage(first, -(2**63 - 1), empty))
 
     def stop(self) -> None:
         """Stop and join every pool thread."""
@@ -189,16 +189,21 @@ class InstancePool:
         return OutputBlock.concat([block for _, block in blocks]).take(row_ids + starts[which])
 
     def switch(
-        self, leader: VSNInstance, left: EpochPlan, target: EpochPlan, backlog: ReadyNodes
+        self,
+        leader: VSNInstance,
+        left: EpochPlan,
+        target: EpochPlan,
+        backlog: ReadyNodes,
+        trigger_ts: int,
     ) -> None:
         """Alg. 4 L12-13, run once by the last instance at the barrier of ``target``.
 
         Provisioning adds the new instances first to ESG_out (as sources starting at the
         leader's frontier, Lemma 3) and then to ESG_in (as readers at the leader's
-        handle), and gives them ``backlog``: the triggering tuple and what the leader had
-        already taken after it. Decommissioning removes the leaving instances first from
-        ESG_in and then from ESG_out; their unreleased rows go to instance 0, which every
-        epoch has.
+        handle), and gives them ``backlog``: what the leader had already taken after the
+        control tuple at ``trigger_ts``. Decommissioning removes the leaving instances
+        first from ESG_in and then from ESG_out; their unreleased rows go to instance 0,
+        which every epoch has.
 
         Raises:
             ReconfigurationError: a gate refused the change.
@@ -215,11 +220,8 @@ class InstancePool:
             if not self.esg_in.add_readers(ids, leader.j):
                 msg = f"epoch {target.epoch}: ESG_in refused readers {ids}"
                 raise ReconfigurationError(msg)
-            later = tuple(leader.prepared[1:])
             for j in ids:
-                self.instances[j].provision(
-                    StartPackage(target, later, leader.oplus.watermark, backlog)
-                )
+                self.instances[j].provision(StartPackage(target, leader.oplus.watermark, backlog))
         elif new < old:
             ids = list(range(new, old))
             if not self.esg_in.remove_readers(ids, leader.j):
@@ -234,6 +236,6 @@ class InstancePool:
         record = self.records.get(target.epoch)
         if record is not None:
             record.completed_ns = time.perf_counter_ns()
-            record.trigger_ts = int(backlog.ts[0])
+            record.trigger_ts = trigger_ts
         if self._on_switch is not None:
             self._on_switch(target)

@@ -2,12 +2,22 @@
 
 A reconfiguration is an ``EpochPlan``: the next epoch number e*, its instances O* (always
 the instance ids ``0 .. m*-1``) and its mapping f_mu*. ``reconfigure`` puts the plan in a
-control tuple of every input source (Alg. 5); each instance records it with
-``prepare_reconfig`` (Alg. 6) and, when its watermark first grows beyond gamma, meets the
-other instances of the current epoch at the ``EpochBarrier`` (``waitForInstances``). The
-last instance to arrive runs the switch (connecting or disconnecting ESG readers and
-sources) while the others wait, so the switch happens exactly once and before anyone
-processes a tuple under the new mapping (Theorems 3 and 4).
+control tuple of every input source (Alg. 5). At the first control tuple of e* in the
+merged stream, each instance meets the other instances of the current epoch at the
+``EpochBarrier`` (``waitForInstances``). The last instance to arrive runs the switch
+(connecting or disconnecting ESG readers and sources) while the others wait, so the switch
+happens exactly once and before anyone processes a tuple under the new mapping (Theorems
+3 and 4).
+
+Where this departs from the paper: Alg. 6 records gamma from each control tuple and Alg. 4
+switches at the first tuple whose ts is beyond the largest gamma, which needs input that
+arrives after the request. Any node of the merged stream serves as the switch point as
+long as every instance switches at the same one, and ESG_in hands every reader the same
+nodes in the same (ts, source, seq) order; the first control tuple of e* is such a node,
+and it is ready as soon as the input before it is (each source's control carries that
+source's last ts, so the earliest of them is never ahead of any source). Tuples after it
+come later in the total order, so output rows they cause sort after every row released
+before the switch, and a reconfiguration completes without waiting for more data.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from numpy.typing import NDArray
 from stretch.errors import ReconfigurationError
 from stretch.model.mapping import default_mapping, validate_mapping
 
-__all__ = ["EpochBarrier", "EpochPlan", "PreparedPlan", "ReconfigurationRecord", "plan"]
+__all__ = ["EpochBarrier", "EpochPlan", "ReconfigurationRecord", "plan"]
 
 
 @dataclass(frozen=True)
@@ -51,14 +61,6 @@ class EpochPlan:
 
 
 @dataclass
-class PreparedPlan:
-    """An instance's copy of a plan seen in a control tuple, with its gamma (Alg. 6)."""
-
-    plan: EpochPlan
-    gamma: int
-
-
-@dataclass
 class ReconfigurationRecord:
     """What a reconfiguration did and when (for ``stats`` and the REST API).
 
@@ -68,7 +70,9 @@ class ReconfigurationRecord:
         to_parallelism: |O*|.
         requested_ns: When ``reconfigure`` was called.
         completed_ns: When the switch was done (``None`` while pending).
-        trigger_ts: The ``ts`` of the tuple that triggered it (Lemma 3's lower bound).
+        trigger_ts: The ``ts`` of the control tuple it switched at (Lemma 3's lower bound).
+        cause: Who asked: ``"manual"`` (a caller of ``reconfigure``) or ``"autoscale"``.
+        reason: Why, in words, if the caller said (an autoscale decision's reason).
 
     """
 
@@ -78,6 +82,8 @@ class ReconfigurationRecord:
     requested_ns: int
     completed_ns: int | None = None
     trigger_ts: int | None = None
+    cause: str = "manual"
+    reason: str | None = None
 
     @property
     def duration_ms(self) -> float | None:

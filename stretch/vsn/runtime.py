@@ -136,9 +136,9 @@ def run_vsn(
 
     The CLI's ``stretch replay --runtime vsn``: ``--reconfigure TS:M`` becomes
     ``(TS, M)`` here, "switch to M instances once the watermark passes TS". Each source's
-    rows up to TS are added before the request, so its control tuples carry gamma <= TS
-    and the switch happens at the first tuple after them. A request at or after the end
-    of every input is skipped: it could not change anything.
+    rows up to TS are added before the request, so the switch happens after every tuple
+    up to TS (at the first of the request's control tuples, whose ts is at most TS). A
+    request at or after the end of every input is skipped: it could not change anything.
 
     Args:
         op: The operator.

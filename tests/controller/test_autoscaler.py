@@ -8,7 +8,7 @@ import threading
 import pytest
 
 import stretch
-from controller import Autoscaler, LoadSnapshot, PipelineSampler, PolicyConfig
+from controller import Autoscaler, LoadSnapshot, PipelineSampler, PolicyConfig, autoscale
 from stretch import generate
 
 TIMEOUT_S = 60.0
@@ -184,3 +184,25 @@ def _wait_for_work(pipeline: stretch.Pipeline) -> bool:
             return True
         done.wait(0.01)
     return False
+
+
+def test_autoscale_binds_a_pipeline_and_records_the_cause() -> None:
+    op = stretch.build("forward", {"columns": "v:int", "inputs": "1"})
+    with stretch.setup(op, 3, 4) as pipeline:
+        with pytest.raises(ValueError, match="the pool size"):
+            autoscale(pipeline, PolicyConfig(max_parallelism=8))
+        scaler = autoscale(pipeline, PolicyConfig(period_ms=10, min_parallelism=1))
+        try:
+            # Idle: the policy asks to decommission, patience permitting.
+            for _ in range(int(TIMEOUT_S / 0.01)):
+                if any(r.applied for r in scaler.records):
+                    break
+                threading.Event().wait(0.01)
+        finally:
+            scaler.stop(TIMEOUT_S)
+        applied = next(r for r in scaler.records if r.applied)
+        assert applied.decision.kind == "decommission"
+        assert applied.epoch is not None and pipeline.wait_epoch(applied.epoch, TIMEOUT_S)
+        (record,) = [r for r in pipeline.reconfigurations() if r.epoch == applied.epoch]
+        assert record.cause == "autoscale" and record.reason == applied.decision.reason
+        assert pipeline.stats()["reconfigurations"][0]["cause"] == "autoscale"

@@ -91,7 +91,7 @@ def test_pipeline_api_output_offsets_commit_and_stats() -> None:
         (record,) = stats["reconfigurations"]
         assert record["from_parallelism"] == 1 and record["to_parallelism"] == 3
         assert record["duration_ms"] is not None and record["duration_ms"] >= 0
-        assert record["trigger_ts"] > 97  # the first tuple past a gamma (97 or 98)
+        assert record["trigger_ts"] == 97  # the first control in the merged order (source 1)
 
 
 def test_unsorted_input_is_reordered_and_late_input_rejected() -> None:
@@ -198,3 +198,24 @@ def test_thousand_reconfigurations_lose_and_duplicate_nothing() -> None:
         assert all(r.completed_ns is not None for r in records)
         final = pipeline.pool.current.parallelism
         assert [i.connected for i in pipeline.pool.instances] == [j < final for j in range(4)]
+
+
+@pytest.mark.parametrize("second_source_fed", [True, False])
+def test_a_switch_completes_without_further_input(second_source_fed: bool) -> None:
+    """The first control tuple of an epoch switches it: no later tuple is waited for."""
+    op = forward_op()
+    left, right = v_table(range(0, 60, 2)), v_table(range(1, 50, 3))
+    with setup(op, 1, 4, capacity=1 << 12) as pipeline:
+        pipeline.add(0, left)
+        if second_source_fed:
+            pipeline.add(1, right)
+        for m in (3, 2, 4, 1):
+            epoch = pipeline.reconfigure(parallelism=m)
+            assert pipeline.wait_epoch(epoch, TIMEOUT_S), m  # no input after the request
+            assert pipeline.pool.current.parallelism == m
+        if not second_source_fed:
+            pipeline.add(1, right)
+        pipeline.close()
+        assert pipeline.join(TIMEOUT_S)
+        out, _ = pipeline.output()
+    assert out.equals(run_sn(op, [left, right]))

@@ -32,7 +32,7 @@ class BandJoin:
 
     """
 
-    run: Callable[..., bool]
+    run: Callable[..., int]
     reads: tuple[tuple[str, ...], tuple[str, ...]]
     payload: tuple[tuple[int, str], ...]
 

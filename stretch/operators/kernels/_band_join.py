@@ -7,6 +7,12 @@ the rest. One call handles every key an instance owns (key by key, so a key's st
 stay in cache over the run), releasing the GIL once per run rather than once per key;
 the caller puts the matches in the reference order (tuple, key, stored order).
 
+Each key's window keeps, per side, the columns the predicate reads in contiguous arrays
+of its own (a copy made when the key stores a tuple, dropped when the caller compacts
+the store), so the inner loop streams through the stored tuples in memory order instead
+of gathering each one from the shared input columns, where consecutive tuples of a key
+lie K rows apart.
+
 ``_band_join`` is that loop for any match predicate; each join has an entry point that
 names its predicate (``scalejoin_run``, ``hedge_run``). Numba inlines the loop and the
 predicate into the entry point (``inline="always"``, in its IR), so each entry point is
@@ -14,7 +20,7 @@ compiled and optimised as one function, as fast as a loop with the predicate wri
 and takes no function argument, so Numba's on-disk cache can key it: a jitted function
 passed as an argument gets a type that differs in every process, and the cache would
 recompile (and add a file) each time. A predicate takes ``(left, l, right, r)``: the
-tuples of the input columns it reads of L and of R, and the sequence numbers of the pair.
+tuples of the columns it reads of L and of R, and the index of each tuple in them.
 """
 
 from __future__ import annotations
@@ -23,15 +29,17 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from numba import njit
+from numba import literal_unroll, njit
 from numpy.typing import NDArray
 
-__all__ = ["hedge_run", "scalejoin_run"]
+__all__ = ["DONE", "OUT_FULL", "STORE_FULL", "hedge_run", "scalejoin_run"]
 
 Columns = tuple[NDArray[Any], ...]
-"""The input columns a predicate reads of one side, indexed by sequence number."""
+"""The columns a predicate reads of one side."""
 Match = Callable[[Columns, int, Columns, int], bool]
-"""A predicate: whether L tuple ``l`` and R tuple ``r`` (sequence numbers) match."""
+"""A predicate: whether L tuple ``l`` and R tuple ``r`` (indices in the columns) match."""
+Fill = tuple[tuple[NDArray[Any], NDArray[Any]], ...]
+"""Per column a side's predicate reads: (the stores' column, the input column)."""
 
 COUNT = 4
 """The column of ``bounds`` holding a key's tuple counter c (0-3: head/tail L, R)."""
@@ -39,6 +47,12 @@ LAST = 5
 """The column of ``bounds`` holding the ts of the last tuple the key saw."""
 NEVER = -(2**62)
 """``bounds[:, LAST]`` of a key that saw no tuple yet."""
+DONE = 0
+"""Kernel status: the whole run was processed."""
+OUT_FULL = 1
+"""Kernel status: stopped before a tuple whose matches might not fit in ``out``."""
+STORE_FULL = 2
+"""Kernel status: stopped before a tuple, a key's store of its side being full."""
 
 
 @njit(inline="always")
@@ -65,6 +79,23 @@ def _hedge_match(left: Columns, l: int, right: Columns, r: int) -> bool:
     return bool(-1.05 <= nd_right / nd_left <= -0.95)
 
 
+@njit(nogil=True)  # not inlined: literal_unroll needs a function of its own
+def _store_row(fill: Fill, at: int, row: int) -> None:
+    """Copy input row ``row`` of each column into its store at index ``at``."""
+    for pair in literal_unroll(fill):
+        pair[0][at] = pair[1][row]
+
+
+@njit(inline="always")
+def _emit(out: NDArray[np.int64], n_out: int, i: int, key: int, partner: int, j: int) -> int:
+    """Write match (tuple index, key, partner seq, j) at ``out[:, n_out]``; the next n."""
+    out[0, n_out] = i
+    out[1, n_out] = key
+    out[2, n_out] = partner
+    out[3, n_out] = j
+    return n_out + 1
+
+
 @njit(inline="always")
 def _band_join(
     match: Match,
@@ -79,43 +110,52 @@ def _band_join(
     store_ts: NDArray[np.int64],
     store_seq: NDArray[np.int64],
     bounds: NDArray[np.int64],
+    stored_left: Columns,
+    stored_right: Columns,
+    fill_left: Fill,
+    fill_right: Fill,
     left: Columns,
     right: Columns,
     bases: NDArray[np.int64],
     out: NDArray[np.int64],
     stats: NDArray[np.int64],
-) -> bool:
-    """Process the run for the keys ``slot_keys``, key by key; return whether all is done.
+) -> int:
+    """Process the run for the keys ``slot_keys``, key by key; return a status.
 
     Slot s holds key ``slot_keys[s]``: ``store_ts[s, side]`` / ``store_seq[s, side]``
-    (side 0 = L, 1 = R) between ``bounds[s, 2 side]`` and ``bounds[s, 2 side + 1]``, and
-    its counter in ``bounds[s, COUNT]``; the stores have room for the whole run. A key
-    whose window set the reference would remove before a tuple (the set slid past the
-    last tuple that updated it: ``earliestWinL(ts) > bounds[s, LAST]``, for the join's
-    window of ``ws + 1`` ms, see ``stretch.operators.joins``) starts over empty, with its counter at
-    0, as the reference's new set does. ``ws`` is the band: pairs at most ``ws`` apart.
-    ``progress[s]`` is the next run tuple of slot s. Matches go to ``out[:, n]`` as (tuple
-    index, key, partner seq, j-th match of the tuple and key); ``stats`` holds the matches
-    written and the comparisons made. Stops before a tuple whose matches might not fit;
-    the caller takes the matches, grows ``out`` if none were written, and calls again.
-    A pair is L tuple l and R tuple r whichever arrived last; it matches when
-    ``match(left, l - bases[0], right, r - bases[1])``, ``left`` and ``right`` being the
-    columns it reads, which hold the rows from sequence number ``bases[side]`` on.
+    (side 0 = L, 1 = R) between ``bounds[s, 2 side]`` and ``bounds[s, 2 side + 1]``, the
+    columns the predicate reads of those tuples at ``s * capacity + p`` of
+    ``stored_left`` / ``stored_right`` (``capacity = store_ts.shape[2]``; ``fill_left``
+    and ``fill_right`` pair each of them with its input column), and its counter in
+    ``bounds[s, COUNT]``. A key whose window set the reference would remove before a
+    tuple (the set slid past the last tuple that updated it: ``earliestWinL(ts) >
+    bounds[s, LAST]``, for the join's window of ``ws + 1`` ms, see
+    ``stretch.operators.joins``) starts over empty, with its counter at 0, as the
+    reference's new set does. ``ws`` is the band: pairs at most ``ws`` apart.
+    ``progress[s]`` is the next run tuple of slot s. Matches go to ``out[:, n]`` as
+    (tuple index, key, partner seq, j-th match of the tuple and key); ``stats`` holds the
+    matches written and the comparisons made. Returns ``DONE``, or stops before a tuple
+    whose matches might not fit (``OUT_FULL``: the caller takes the matches, grows
+    ``out`` if none were written, and calls again) or that finds its key's store full
+    (``STORE_FULL``: the caller compacts or grows the stores and calls again). The input
+    columns ``left`` and ``right`` hold the rows from sequence number ``bases[side]`` on.
     """
     n_out = stats[0]
-    cap = out.shape[1]
+    cap_out = out.shape[1]
+    capacity = store_ts.shape[2]
     for s in range(slot_keys.shape[0]):
         key = slot_keys[s]
+        at = s * capacity
         for i in range(progress[s], run_ts.shape[0]):
             this = 0 if run_source[i] == 0 else 1
             other = 1 - this
             head, tail = bounds[s, 2 * other], bounds[s, 2 * other + 1]
-            if n_out + (tail - head) > cap:
+            if n_out + (tail - head) > cap_out or bounds[s, 2 * this + 1] == capacity:
                 progress[s] = i
                 stats[0] = n_out
-                return False
+                return OUT_FULL if bounds[s, 2 * this + 1] < capacity else STORE_FULL
             ts = run_ts[i]
-            seq = run_seq[i]
+            row = run_seq[i] - bases[this]
             if ((ts - ws - 1) // wa + 1) * wa > bounds[s, LAST]:  # window: WS + 1
                 bounds[s, 0], bounds[s, 2] = bounds[s, 1], bounds[s, 3]
                 bounds[s, COUNT] = 0
@@ -128,28 +168,29 @@ def _band_join(
                 head += 1
             bounds[s, 2 * other] = head
             j = 0
-            for p in range(head, tail):
-                partner = other_seq[p]
-                if this == 0:
-                    hit = match(left, seq - bases[0], right, partner - bases[1])
-                else:
-                    hit = match(left, partner - bases[0], right, seq - bases[1])
-                if hit:
-                    out[0, n_out] = i
-                    out[1, n_out] = key
-                    out[2, n_out] = partner
-                    out[3, n_out] = j
-                    j += 1
-                    n_out += 1
+            if this == 0:  # one loop per side, each streaming through the other's store
+                for p in range(head, tail):
+                    if match(left, row, stored_right, at + p):
+                        n_out = _emit(out, n_out, i, key, other_seq[p], j)
+                        j += 1
+            else:
+                for p in range(head, tail):
+                    if match(stored_left, at + p, right, row):
+                        n_out = _emit(out, n_out, i, key, other_seq[p], j)
+                        j += 1
             stats[1] += tail - head
             if count % keys == key:
                 t = bounds[s, 2 * this + 1]
                 store_ts[s, this, t] = ts
-                store_seq[s, this, t] = seq
+                store_seq[s, this, t] = run_seq[i]
+                if this == 0:
+                    _store_row(fill_left, at + t, row)
+                else:
+                    _store_row(fill_right, at + t, row)
                 bounds[s, 2 * this + 1] = t + 1
         progress[s] = run_ts.shape[0]
     stats[0] = n_out
-    return True
+    return DONE
 
 
 @njit(nogil=True, cache=True)
@@ -165,13 +206,17 @@ def scalejoin_run(
     store_ts: NDArray[np.int64],
     store_seq: NDArray[np.int64],
     bounds: NDArray[np.int64],
+    stored_left: Columns,
+    stored_right: Columns,
+    fill_left: Fill,
+    fill_right: Fill,
     left: Columns,
     right: Columns,
     bases: NDArray[np.int64],
     out: NDArray[np.int64],
     stats: NDArray[np.int64],
-) -> bool:
-    """``_band_join`` with ScaleJoin's predicate; ``left`` = (x, y), ``right`` = (a, b)."""
+) -> int:
+    """``_band_join`` with ScaleJoin's predicate; L reads (x, y), R reads (a, b)."""
     return _band_join(
         _scalejoin_match,
         slot_keys,
@@ -185,6 +230,10 @@ def scalejoin_run(
         store_ts,
         store_seq,
         bounds,
+        stored_left,
+        stored_right,
+        fill_left,
+        fill_right,
         left,
         right,
         bases,
@@ -206,13 +255,17 @@ def hedge_run(
     store_ts: NDArray[np.int64],
     store_seq: NDArray[np.int64],
     bounds: NDArray[np.int64],
+    stored_left: Columns,
+    stored_right: Columns,
+    fill_left: Fill,
+    fill_right: Fill,
     left: Columns,
     right: Columns,
     bases: NDArray[np.int64],
     out: NDArray[np.int64],
     stats: NDArray[np.int64],
-) -> bool:
-    """``_band_join`` with hedge's predicate; each side is (symbol, price, avg_price)."""
+) -> int:
+    """``_band_join`` with hedge's predicate; each side reads (symbol, price, avg_price)."""
     return _band_join(
         _hedge_match,
         slot_keys,
@@ -226,6 +279,10 @@ def hedge_run(
         store_ts,
         store_seq,
         bounds,
+        stored_left,
+        stored_right,
+        fill_left,
+        fill_right,
         left,
         right,
         bases,

@@ -19,14 +19,14 @@ from stretch.model.instance import UPDATED
 from stretch.model.oplus import OPlus
 from stretch.model.schema import ColumnType
 from stretch.operators.kernels import BandJoin
-from stretch.operators.kernels._band_join import COUNT, LAST, NEVER
+from stretch.operators.kernels._band_join import COUNT, DONE, LAST, NEVER, OUT_FULL, STORE_FULL
 from stretch.vsn.compiled._runs import audit_groups, data_nodes, owned_groups
-from stretch.vsn.ingest import SourceRows, SourceStore
+from stretch.vsn.ingest import SourceRows, SourceStore, column_dtype
 from stretch.vsn.instance import ReadyNodes, VSNInstance
 from stretch.vsn.output_block import OutputBlock
 from stretch.vsn.reconfiguration import EpochPlan
 
-__all__ = ["BandJoinKernel"]
+__all__ = ["MIN_CAPACITY", "BandJoinKernel"]
 
 
 def _gathered(
@@ -39,35 +39,56 @@ def _gathered(
     return values
 
 
+MIN_CAPACITY = 256
+"""The fewest tuples a slab's store holds per key and side."""
+
+Dtypes = tuple[tuple[np.dtype[Any], ...], tuple[np.dtype[Any], ...]]
+"""The types of the columns the predicate reads, of L and of R."""
+
+
 class _Slab:
     """The stored L and R tuples of the keys one instance owns, one slot per key.
 
-    Only its instance touches a slab between two switches, so it may grow at any time;
-    a switch (every instance at the barrier) moves keys between slabs.
+    Slot s keeps, per side, the stored tuples' ts and seq (``ts[s, side]``,
+    ``seq[s, side]``) and the columns the predicate reads
+    (``columns[side][c][s * capacity + p]``), all in insertion order between the bounds'
+    head and tail. Only its instance touches a slab between two switches, so it may grow
+    or be compacted at any time; a switch (every instance at the barrier) moves keys
+    between slabs.
     """
 
-    def __init__(self, slot_keys: NDArray[np.int64], capacity: int = 256) -> None:
+    def __init__(self, slot_keys: NDArray[np.int64], dtypes: Dtypes, capacity: int) -> None:
         self.slot_keys = slot_keys
+        self.dtypes = dtypes
+        self.capacity = capacity
         self.ts = np.empty((len(slot_keys), 2, capacity), dtype=np.int64)
         self.seq = np.empty((len(slot_keys), 2, capacity), dtype=np.int64)
+        self.columns = tuple(
+            tuple(np.empty(len(slot_keys) * capacity, dtype=dtype) for dtype in side)
+            for side in dtypes
+        )
         self.bounds = np.zeros((len(slot_keys), LAST + 1), dtype=np.int64)
         self.bounds[:, LAST] = NEVER
 
     @classmethod
     def gather(
-        cls, slot_keys: NDArray[np.int64], where: dict[int, tuple[_Slab, int]], extra: int
+        cls,
+        slot_keys: NDArray[np.int64],
+        dtypes: Dtypes,
+        where: dict[int, tuple[_Slab, int]],
+        extra: int,
     ) -> _Slab:
         """A slab for ``slot_keys`` with room for ``extra`` more tuples per key and side.
 
-        Each key's live tuples and counter come from ``where[key]`` (a slab and slot);
-        keys not in ``where`` start empty.
+        Each key's live tuples and counter come from ``where[key]`` (a slab and slot),
+        compacted to the start of its new slot; keys not in ``where`` start empty.
         """
         sizes = [
             int(old.bounds[o, 2 * side + 1] - old.bounds[o, 2 * side])
             for old, o in where.values()
             for side in (0, 1)
         ]
-        new = cls(slot_keys, max(256, 2 * (max(sizes, default=0) + extra)))
+        new = cls(slot_keys, dtypes, max(MIN_CAPACITY, 2 * (max(sizes, default=0) + extra)))
         for s, key in enumerate(slot_keys.tolist()):
             if key not in where:
                 continue
@@ -75,18 +96,22 @@ class _Slab:
             new.bounds[s, COUNT:] = old.bounds[o, COUNT:]
             for side in (0, 1):
                 head, tail = old.bounds[o, 2 * side], old.bounds[o, 2 * side + 1]
-                new.ts[s, side, : tail - head] = old.ts[o, side, head:tail]
-                new.seq[s, side, : tail - head] = old.seq[o, side, head:tail]
-                new.bounds[s, 2 * side + 1] = tail - head
+                live = tail - head
+                new.ts[s, side, :live] = old.ts[o, side, head:tail]
+                new.seq[s, side, :live] = old.seq[o, side, head:tail]
+                at, was = s * new.capacity, o * old.capacity
+                for to, of in zip(new.columns[side], old.columns[side], strict=True):
+                    to[at : at + live] = of[was + head : was + tail]
+                new.bounds[s, 2 * side + 1] = live
         return new
 
     def reserve(self, extra: int) -> _Slab:
         """Itself if every store has room for ``extra`` more tuples, else a compacted copy."""
         tails = self.bounds[:, [1, 3]]
-        if tails.size == 0 or int(tails.max()) + extra <= self.ts.shape[2]:
+        if tails.size == 0 or int(tails.max()) + extra <= self.capacity:
             return self
         mine = {key: (self, s) for s, key in enumerate(self.slot_keys.tolist())}
-        return _Slab.gather(self.slot_keys, mine, extra)
+        return _Slab.gather(self.slot_keys, self.dtypes, mine, extra)
 
 
 class BandJoinKernel:
@@ -97,6 +122,11 @@ class BandJoinKernel:
         self.keys = keys
         self.join = join
         self.groups = np.array([op.group_of(k) for k in range(keys)], dtype=np.int64)
+        left, right = (dict(schema) for schema in op.inputs)
+        self.dtypes: Dtypes = (
+            tuple(column_dtype(left[name]) for name in join.reads[0]),
+            tuple(column_dtype(right[name]) for name in join.reads[1]),
+        )
         self.slabs: dict[int, _Slab] = {}
         self.comparisons: dict[int, int] = {}
 
@@ -119,7 +149,7 @@ class BandJoinKernel:
             mine = np.flatnonzero(owner == j)
             kept = self.slabs.get(j)
             if kept is None or not np.array_equal(kept.slot_keys, mine):
-                kept = _Slab.gather(mine, where, 0)
+                kept = _Slab.gather(mine, self.dtypes, where, 0)
             slabs[j] = kept
         self.slabs = slabs
 
@@ -131,21 +161,24 @@ class BandJoinKernel:
             return 0
         owned = np.flatnonzero(owned_groups(instance)[self.groups])
         # Before the first switch nothing is stored yet, so a slab starts empty.
-        slab = self.slabs.get(instance.j) or _Slab(owned)
+        slab = self.slabs.get(instance.j) or _Slab(owned, self.dtypes, MIN_CAPACITY)
         assert np.array_equal(slab.slot_keys, owned), "a slab out of step with the mapping"
-        slab = self.slabs[instance.j] = slab.reserve(n)
+        # Round robin: a key stores about one in K of the run's tuples per side.
+        extra = n // self.keys + 2
+        slab = self.slabs[instance.j] = slab.reserve(extra)
         audit_groups(instance, self.groups[owned])
         held = tuple(store.rows() for store in instance.shared.sources)
-        reads_left = tuple(held[0].column(name) for name in self.join.reads[0])
-        reads_right = tuple(held[1].column(name) for name in self.join.reads[1])
+        reads = tuple(
+            tuple(held[side].column(name) for name in self.join.reads[side]) for side in (0, 1)
+        )
         bases = np.array([held[0].base, held[1].base], dtype=np.int64)
         out = np.empty((4, 1024), dtype=np.int64)
         stats = np.zeros(2, dtype=np.int64)  # matches in out, comparisons
         progress = np.zeros(len(owned), dtype=np.int64)
         found: list[NDArray[np.int64]] = []
-        done = False
-        while not done:
-            done = self.join.run(
+        status = OUT_FULL
+        while status != DONE:
+            status = self.join.run(
                 slab.slot_keys,
                 self.keys,
                 self.op.ws_ms - 1,  # the band: the join's O+ window is one tick longer
@@ -157,16 +190,23 @@ class BandJoinKernel:
                 slab.ts,
                 slab.seq,
                 slab.bounds,
-                reads_left,
-                reads_right,
+                slab.columns[0],
+                slab.columns[1],
+                tuple(zip(slab.columns[0], reads[0], strict=True)),
+                tuple(zip(slab.columns[1], reads[1], strict=True)),
+                reads[0],
+                reads[1],
                 bases,
                 out,
                 stats,
             )
             if stats[0]:
                 found.append(out[:, : stats[0]].copy())
-            elif not done:
+            elif status == OUT_FULL:
                 out = np.empty((4, 2 * out.shape[1]), dtype=np.int64)
+            if status == STORE_FULL:
+                extra = 2 * extra
+                slab = self.slabs[instance.j] = slab.reserve(extra)
             stats[0] = 0
         self.comparisons[instance.j] = self.comparisons.get(instance.j, 0) + int(stats[1])
         if found:

@@ -1,0 +1,48 @@
+"""Routes that put an operator under a controller (``/v1/operators/{name}/autoscale``).
+
+``PUT`` starts (or replaces) the operator's autoscaler with a policy of ``controller``;
+``GET`` reads it with its last decision; ``DELETE`` goes back to manual reconfiguration.
+The same body is accepted as ``"autoscale"`` when an operator is created.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Response
+from starlette.concurrency import run_in_threadpool
+
+from api.auth import require_token
+from api.lifecycle import ERRORS, NAME, Registry
+from api.schemas import AutoscaleRequest, AutoscaleState
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/operators", tags=["autoscale"])
+
+
+@router.put(
+    "/{name}/autoscale",
+    response_model=AutoscaleState,
+    responses=ERRORS,
+    dependencies=[Depends(require_token)],
+)
+async def put_autoscale(name: NAME, body: AutoscaleRequest, operators: Registry) -> dict[str, Any]:
+    """Put the operator under a controller (replacing one it had)."""
+    managed = operators.get(name)
+    return await run_in_threadpool(managed.set_autoscale, body.config())
+
+
+@router.get("/{name}/autoscale", response_model=AutoscaleState, responses=ERRORS)
+async def get_autoscale(name: NAME, operators: Registry) -> dict[str, Any]:
+    """The operator's autoscaler and its last decision (404 when it has none)."""
+    return operators.get(name).autoscale_state()
+
+
+@router.delete(
+    "/{name}/autoscale", status_code=204, responses=ERRORS, dependencies=[Depends(require_token)]
+)
+async def delete_autoscale(name: NAME, operators: Registry) -> Response:
+    """Back to manual reconfiguration (the parallelism stays as it is)."""
+    await run_in_threadpool(operators.get(name).clear_autoscale)
+    return Response(status_code=204)
