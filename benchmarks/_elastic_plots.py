@@ -42,6 +42,7 @@ def plot_q4(result: dict[str, Any], cores: int) -> Any:
                     bottom += ms
     times.set_xlabel("threads before (o provision, v decommission)")
     times.set_ylabel("call -> completion (ms)")
+    times.set_yscale("log")
     times.legend(fontsize=7)
     cvs.set_xlabel("threads after")
     cvs.set_ylabel("CV of busy time after (%)")
