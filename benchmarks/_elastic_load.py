@@ -22,6 +22,9 @@ from stretch.vsn import Pipeline, setup
 DRAIN_TIMEOUT_S = 120.0
 """The longest a run waits, after its input ended, for the backlog's output."""
 
+MIN_BUSY_S = 0.05
+"""The least busy time a calibration divides by."""
+
 
 def phased_scalejoin(phases: Sequence[tuple[float, float]], seed: int) -> list[pa.Table]:
     """ScaleJoin's two streams with a constant rate per phase: ``(seconds, t/s per stream)``."""
@@ -64,6 +67,9 @@ def calibrate(op: OPlus, tables: list[pa.Table], m: int, full_ms: int, until_ms:
     The input goes in as fast as the pipeline takes it (flow control paces the adds); the
     work and busy time are counted between the output watermark passing ``full_ms`` (the
     windows are full) and passing ``until_ms``.
+
+    Raises:
+        RuntimeError: the output stalled, or there was too little work to measure.
     """
     pipeline = setup(op, m, m)
 
@@ -88,10 +94,17 @@ def calibrate(op: OPlus, tables: list[pa.Table], m: int, full_ms: int, until_ms:
             marks.append((sum(work_done(pipeline)), sum(busy_s(pipeline))))
         pipeline.join(DRAIN_TIMEOUT_S)
         feeder.join(DRAIN_TIMEOUT_S)
+        marks.append((sum(work_done(pipeline)), sum(busy_s(pipeline))))
     finally:
         pipeline.shutdown()
-    (work0, busy0), (work1, busy1) = marks
-    return (work1 - work0) / (busy1 - busy0)
+    # Busy time grows a batch at a time, and a fast kernel may pass both marks in one
+    # batch: then the span to the end of the input, else the whole run.
+    full, until, end = marks
+    for (work0, busy0), (work1, busy1) in ((full, until), (full, end), ((0, 0.0), end)):
+        if busy1 - busy0 >= MIN_BUSY_S:
+            return (work1 - work0) / (busy1 - busy0)
+    msg = f"calibration: the instances were busy for less than {MIN_BUSY_S} s in all"
+    raise RuntimeError(msg)
 
 
 def warm_up(op: OPlus, tables: list[pa.Table], n: int) -> None:
