@@ -71,10 +71,10 @@ def medians(samples: list[dict[str, float]]) -> dict[str, float]:
     return {k: statistics.median(s[k] for s in samples) for k in samples[0]}
 
 
-def write(name: str, result: dict[str, Any]) -> Path:
-    """Write ``result`` as ``results/<name>.json``; return the path."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+def write(name: str, result: dict[str, Any], directory: Path = RESULTS) -> Path:
+    """Write ``result`` as ``<directory>/<name>.json``; return the path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
     path.write_text(json.dumps(result, indent=2, default=float))
     return path
 
@@ -86,10 +86,25 @@ def figure(ncols: int, title: str) -> tuple[Any, Any]:
     return fig, axes[0]
 
 
-def save(fig: Any, name: str) -> Path:
-    """Save ``fig`` as ``results/<name>.png``; return the path."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.png"
+def grid(
+    nrows: int, ncols: int, title: str, width_ratios: Sequence[float] | None = None
+) -> tuple[Any, Any]:
+    """A figure with an ``nrows`` x ``ncols`` array of axes (always two-dimensional)."""
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(5 * ncols if width_ratios is None else 3 * sum(width_ratios), 3 * nrows),
+        squeeze=False,
+        gridspec_kw={"width_ratios": width_ratios} if width_ratios else None,
+    )
+    fig.suptitle(title)
+    return fig, axes
+
+
+def save(fig: Any, name: str, directory: Path = RESULTS) -> Path:
+    """Save ``fig`` as ``<directory>/<name>.png``; return the path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.png"
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path

@@ -1,10 +1,14 @@
 """The control loop: sample the load, ask the policy, apply its decision through reconfigure.
 
 Each period the loop takes one ``LoadSnapshot``, asks the configured policy and, when the
-decision changes the parallelism, applies it. Three rules keep it from flapping:
+decision changes the parallelism, applies it. Four rules keep it from flapping:
 
-* **cool-down**: after a change, no other change for ``cooldown_periods`` periods (the
-  new threads' load, and for a join the windows, need time to settle);
+* **pending**: while the reconfiguration it requested is not in force (the snapshot's
+  epoch is older), it holds: a switch completes only when the instances reach it, and a
+  snapshot of the old epoch would ask for the same change again;
+* **cool-down**: after a change, no other change for ``cooldown_periods`` periods counted
+  from its completion (the new threads' load, and for a join the windows, need time to
+  settle);
 * **patience**: a decommission must be asked for in ``patience`` consecutive periods
   (provisioning acts at once: an overloaded operator builds a backlog);
 * **bounds**: the policy never leaves ``min_parallelism..max_parallelism``.
@@ -87,6 +91,7 @@ class Autoscaler:
         self.reconfigurations = 0
         self._cooling = 0
         self._asked_down = 0
+        self._pending: int | None = None  # the epoch requested last, until it is in force
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -102,6 +107,16 @@ class Autoscaler:
             snapshot = self._sample()
             if snapshot is None:
                 return None
+            if self._is_pending(snapshot):
+                m = snapshot.parallelism
+                why = (
+                    f"reconfiguration to epoch {self._pending} pending "
+                    f"(epoch {snapshot.epoch} in force)"
+                )
+                record = DecisionRecord(Decision(m, "hold", why, snapshot.load), snapshot)
+                self.records.append(record)
+                self.decisions["hold"] += 1
+                return record
             decision = self._held(decide(snapshot, self.config), snapshot)
             record = DecisionRecord(decision, snapshot)
             if decision.parallelism != snapshot.parallelism:
@@ -114,6 +129,7 @@ class Autoscaler:
                     record = replace(record, applied=True, epoch=epoch)
                     self.reconfigurations += 1
                     self._cooling = self.cooldown_periods
+                    self._pending = epoch
                     logger.info(
                         "autoscale: %s to %d (%s)",
                         decision.kind,
@@ -123,6 +139,16 @@ class Autoscaler:
             self.records.append(record)
             self.decisions[decision.kind] += 1
             return record
+
+    def _is_pending(self, snapshot: LoadSnapshot) -> bool:
+        """Whether the reconfiguration requested last is not in force yet.
+
+        It is forgotten once in force; a snapshot without an epoch cannot tell (not pending).
+        """
+        if self._pending is None or snapshot.epoch is None or snapshot.epoch >= self._pending:
+            self._pending = None
+            return False
+        return True
 
     def _held(self, decision: Decision, snapshot: LoadSnapshot) -> Decision:
         """The decision after the cool-down and patience rules."""

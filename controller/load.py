@@ -28,9 +28,10 @@ class LoadSnapshot:
         demand: Work per second the current input causes, in ``unit`` (for a join: the
             comparisons of each new tuple against the opposite window); None if unknown.
         pending: Work waiting in the backlog, in ``unit``; None if unknown.
-        capacity: Work one instance does per busy second, measured in the period; None
-            until some work was measured.
+        capacity: Work one instance does per busy second, measured in the latest period
+            with work (this one if it had any); None until some work was measured.
         unit: What work is counted in (``"comparisons"`` or ``"tuples"``).
+        epoch: The reconfiguration epoch in force at ``time_s``; None if unknown.
 
     """
 
@@ -45,6 +46,7 @@ class LoadSnapshot:
     pending: float | None = None
     capacity: float | None = None
     unit: str = "tuples"
+    epoch: int | None = None
 
     @property
     def load(self) -> float:

@@ -48,6 +48,9 @@ class PipelineSampler:
         self.clock = clock
         self.join = isinstance(pipeline.op.kernel, BandJoinSpec)
         self._last = self._read()
+        # Kept from the latest period with work: an instance's busy time counts when a batch
+        # is done, so a period inside a long batch (a backlog) shows no work.
+        self._capacity: float | None = None
 
     def sample(self) -> LoadSnapshot | None:
         """The load since the previous call, or None if no time has passed."""
@@ -76,7 +79,8 @@ class PipelineSampler:
             pending = float(backlog)
             work = sum(added)  # the instances share each tuple's work: one thread's worth
             unit = "tuples"
-        capacity = work / busy_s if busy_s > 0 and work > 0 else None
+        if busy_s > 0 and work > 0:
+            self._capacity = work / busy_s
         return LoadSnapshot(
             time_s=now.time_s,
             period_s=period,
@@ -87,8 +91,9 @@ class PipelineSampler:
             backlog=backlog,
             demand=demand,
             pending=pending,
-            capacity=capacity,
+            capacity=self._capacity,
             unit=unit,
+            epoch=pool.current.epoch,
         )
 
     def _read(self) -> _Counters:

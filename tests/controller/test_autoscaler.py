@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -63,6 +64,28 @@ def test_decommission_waits_for_patience() -> None:
     assert [p for p, _ in op.applied] == [1]  # asked twice in a row only at the end
     assert [r.applied for r in scaler.records] == [False, False, False, True]
     assert "1 of 2" in scaler.records[0].decision.reason
+
+
+def test_no_new_request_while_the_last_one_is_pending() -> None:
+    """A switch completes when the instances reach it: until then the snapshots show the old
+    epoch and its parallelism, which would ask for the same provisioning again."""
+    applied: list[int] = []
+
+    def apply(parallelism: int, reason: str) -> int:
+        applied.append(parallelism)
+        return len(applied)  # the epoch
+
+    overloaded = [LoadSnapshot(1.0, 1.0, 2, 8, busy=(1.0, 1.0), epoch=0)] * 6
+    in_force = [LoadSnapshot(1.0, 1.0, 3, 8, busy=(1.0,) * 3, epoch=1)] * 3
+    snapshots = iter(overloaded + in_force)
+    scaler = Autoscaler(PolicyConfig(), lambda: next(snapshots), apply, cooldown_periods=2)
+    for _ in range(len(overloaded) + len(in_force)):
+        scaler.step()
+    assert applied == [3, 5]  # 2 / 0.7 -> 3; in force, cooled down for 2 periods; 3 / 0.7 -> 5
+    kinds = [r.decision.kind for r in scaler.records]
+    assert kinds == ["provision"] + ["hold"] * 7 + ["provision"]
+    assert all("epoch 1 pending" in r.decision.reason for r in list(scaler.records)[1:6])
+    assert "cooling down" in scaler.records[6].decision.reason
 
 
 def test_noisy_load_inside_the_band_never_reconfigures() -> None:
@@ -141,6 +164,11 @@ def test_a_pipeline_is_scaled_up_and_down_with_output_equal_to_sn(policy: str) -
         pipeline.add(0, left.slice(1_500))
         pipeline.add(1, right.slice(1_500))
         assert record.epoch is not None and pipeline.wait_epoch(record.epoch, TIMEOUT_S)
+        last_ts = max(t.column("ts")[-1].as_py() for t in (left, right))
+        for source in (0, 1):
+            pipeline.watermark(source, last_ts)
+        # Idle means the input is processed: no backlog for the model policy to drain.
+        assert _wait_until(lambda: pipeline.stats()["output"]["watermark"] >= last_ts)
         for _ in range(3):  # idle for 1000 s per period: cool down, then patience, then down
             clock.now += 1000.0
             scaler.step()
@@ -154,14 +182,19 @@ def test_a_pipeline_is_scaled_up_and_down_with_output_equal_to_sn(policy: str) -
     assert out.equals(stretch.run_sn(op, [left, right]))
 
 
+def _wait_until(condition: Callable[[], bool]) -> bool:
+    """Poll ``condition`` every 10 ms until it holds, for at most TIMEOUT_S."""
+    tick = threading.Event()
+    for _ in range(int(TIMEOUT_S / 0.01)):
+        if condition():
+            return True
+        tick.wait(0.01)
+    return condition()
+
+
 def _wait_for_work(pipeline: stretch.Pipeline) -> bool:
     """Wait (bounded) until instance 0 has been busy for some work."""
-    done = threading.Event()
-    for _ in range(int(TIMEOUT_S / 0.01)):
-        if pipeline.pool.instances[0].busy_ns > 0:
-            return True
-        done.wait(0.01)
-    return False
+    return _wait_until(lambda: pipeline.pool.instances[0].busy_ns > 0)
 
 
 def test_autoscale_binds_a_pipeline_and_records_the_cause() -> None:
@@ -170,12 +203,8 @@ def test_autoscale_binds_a_pipeline_and_records_the_cause() -> None:
         with pytest.raises(ValueError, match="the pool size"):
             autoscale(pipeline, PolicyConfig(max_parallelism=8))
         scaler = autoscale(pipeline, PolicyConfig(period_ms=10, min_parallelism=1))
-        try:
-            # Idle: the policy asks to decommission, patience permitting.
-            for _ in range(int(TIMEOUT_S / 0.01)):
-                if any(r.applied for r in scaler.records):
-                    break
-                threading.Event().wait(0.01)
+        try:  # idle: the policy asks to decommission, patience permitting
+            assert _wait_until(lambda: any(r.applied for r in scaler.records))
         finally:
             scaler.stop(TIMEOUT_S)
         applied = next(r for r in scaler.records if r.applied)
