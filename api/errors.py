@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from api.limits import LimitError
 from stretch.errors import (
     CapacityError,
     InputError,
@@ -23,6 +24,7 @@ from stretch.errors import (
     OperatorError,
     ReconfigurationError,
     SchemaError,
+    StoppedError,
     StretchError,
 )
 
@@ -61,9 +63,11 @@ class UnsupportedMediaError(InputError):
 _STATUS: Sequence[tuple[type[StretchError], int]] = (
     (NotFoundError, 404),
     (ConflictError, 409),
+    (StoppedError, 409),
     (TooLargeError, 413),
     (UnsupportedMediaError, 415),
     (CapacityError, 429),
+    (LimitError, 507),
     (SchemaError, 422),
     (LateTupleError, 422),
     (OperatorError, 422),

@@ -16,17 +16,19 @@ from starlette.concurrency import run_in_threadpool
 
 from api import lifecycle, streams
 from api.errors import install_error_handlers
+from api.limits import ServiceLimits
 from api.metrics import ServiceMetrics
 from api.operators import OperatorRegistry
 
 __all__ = ["create_app"]
 
 
-def create_app(token: str | None = None) -> FastAPI:
+def create_app(token: str | None = None, limits: ServiceLimits | None = None) -> FastAPI:
     """A new app with its own operators and metrics registry.
 
     Args:
         token: If set, mutating routes need ``Authorization: Bearer <token>``.
+        limits: What the service holds at most (defaults of ``ServiceLimits``).
 
     Returns:
         The app; its operators stop when the app's lifespan ends.
@@ -34,7 +36,7 @@ def create_app(token: str | None = None) -> FastAPI:
     """
     # The collector reads the registry at scrape time; the name binds late on purpose.
     metrics = ServiceMetrics(lambda: operators.snapshots())  # noqa: PLW0108
-    operators = OperatorRegistry(metrics)
+    operators = OperatorRegistry(metrics, limits or ServiceLimits())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

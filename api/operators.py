@@ -2,17 +2,16 @@
 
 HTTP adds three things to a ``stretch`` pipeline: idempotent batches (a ``batch_id`` seen
 before on a source is acknowledged and ignored, since Spark's ``foreachBatch`` is
-at-least-once), non-blocking admission (a batch that does not fit in ESG_in's free room
-is refused with ``CapacityError`` -> 429 instead of blocking a server thread; nothing is
-dropped, the client retries; a source that every other open source waits for is
-admitted and waits for room instead, since only its rows can free the gate), and
-per-source counters for the status and the metrics.
+at-least-once), admission that never blocks a server thread (a batch is taken when the
+rows of the source's earlier batches are all in ESG_in; rows that do not fit at once wait
+in the source and go in as readers free room; otherwise ``CapacityError`` -> 429, nothing
+is dropped and the client retries), and per-source counters for the status and the
+metrics.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Mapping
@@ -23,9 +22,10 @@ import pyarrow as pa
 
 from api.errors import ConflictError, NotFoundError, TooLargeError
 from api.latency import ArrivalClock, LatencyObserver
+from api.limits import LimitError, ServiceLimits
 from api.metrics import OperatorSnapshot, ServiceMetrics
 from stretch.errors import CapacityError, LateTupleError, OperatorError
-from stretch.model.schema import TS, conform
+from stretch.model.schema import TS
 from stretch.operators.catalog import build
 from stretch.vsn import setup
 from stretch.vsn.pipeline import Pipeline
@@ -36,6 +36,9 @@ __all__ = ["ManagedOperator", "OperatorRegistry", "SourceCounters"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_PARALLELISM = 4
+
+MAX_PENDING_RECONFIGURATIONS = 100
+"""Reconfigurations of one operator that may wait for their barrier; more get 429."""
 
 
 @dataclass
@@ -60,6 +63,7 @@ class ManagedOperator:
         pipeline: The running pipeline.
         capacity: ESG_in's capacity, the ingest admission bound.
         metrics: The service's metrics.
+        limits: The service's limits on buffered rows.
 
     """
 
@@ -71,12 +75,17 @@ class ManagedOperator:
         pipeline: Pipeline,
         capacity: int,
         metrics: ServiceMetrics,
+        limits: ServiceLimits,
     ) -> None:
         self.name = name
         self.operator = operator
         self.params = dict(params)
         self.pipeline = pipeline
+        pipeline.max_pending_reconfigurations = MAX_PENDING_RECONFIGURATIONS
         self.capacity = capacity
+        self.max_batch_rows = min(capacity, limits.max_held_rows)
+        self.limits = limits
+        self.threads = pipeline.max_parallelism + 2  # the pool, the drainer, the observer
         self.sources = [SourceCounters() for _ in pipeline.sources]
         self._metrics = metrics
         self._clock = ArrivalClock(len(self.sources))
@@ -103,7 +112,7 @@ class ManagedOperator:
         return self.sources[source]
 
     def _check_open(self, source: int) -> None:
-        if self.pipeline.sources[source].closed:
+        if self.pipeline.sources[source].input_closed:
             msg = f"{self.where(source)} is closed; it takes no more input"
             raise ConflictError(msg)
 
@@ -126,19 +135,19 @@ class ManagedOperator:
                 return 0, True
             self._check_open(source)
             rows = table.num_rows
-            if rows > self.capacity:
+            if rows > self.max_batch_rows:
                 msg = (
-                    f"{self.where(source)}: a batch of {rows} rows can never fit the "
-                    f"ingest buffer of {self.capacity}; split it"
+                    f"{self.where(source)}: a batch of {rows} rows can never fit; the largest "
+                    f"batch this operator takes is {self.max_batch_rows} rows (its ingest "
+                    "capacity); split it"
                 )
                 raise TooLargeError(msg)
-            table = conform(table, self.pipeline.sources[source].schema, self.where(source))
-            ts = table.column(TS).to_numpy()
-            if not self.pipeline.esg_in.fits(source, ts) and not self._holds_back_merge(source):
-                free = self.capacity - self.pipeline.esg_in.occupancy()
+            waiting = self.pipeline.backlog(source)
+            if waiting:
                 msg = (
-                    f"{self.where(source)}: the ingest buffer cannot take the batch's {rows} "
-                    f"rows now ({free} rows free, part held for sources behind); retry later"
+                    f"{self.where(source)}: {waiting} rows of earlier batches still wait for "
+                    "room in the ingest gate (for readers, or for the other sources to catch "
+                    "up); retry later"
                 )
                 raise CapacityError(msg)
             arrival_s = time.time()
@@ -157,25 +166,6 @@ class ManagedOperator:
             if added:
                 self._clock.record(source, int(table.column(TS)[0].as_py()), arrival_s)
             return added, False
-
-    def _frontier(self, source: int) -> float:
-        store = self.pipeline.sources[source]
-        known = [x for x in (store.last_ts, store.watermark) if x is not None]
-        return max(known) if known else -math.inf
-
-    def _holds_back_merge(self, source: int) -> bool:
-        """Whether ``source`` is strictly behind every other open source.
-
-        Then the tuples filling ESG_in wait for this source's rows to become ready, so
-        refusing it would deadlock: its batch is admitted and ``add`` waits for room,
-        which its own rows free.
-        """
-        others = [
-            self._frontier(i)
-            for i, store in enumerate(self.pipeline.sources)
-            if i != source and not store.closed
-        ]
-        return bool(others) and self._frontier(source) < min(others)
 
     def _late_rows(self, source: int, table: pa.Table) -> int:
         """Rows of a rejected batch older than the source's released watermark."""
@@ -241,6 +231,7 @@ class ManagedOperator:
             "epoch": stats["epoch"],
             "parallelism": stats["parallelism"],
             "max_parallelism": stats["max_parallelism"],
+            "max_batch_rows": self.max_batch_rows,
             "mapping": list(self.pipeline.pool.current.mapping),
             "watermarks": stats["watermarks"],
             "sources": sources,
@@ -272,11 +263,13 @@ class OperatorRegistry:
 
     Args:
         metrics: The service's metrics.
+        limits: What the service holds at most.
 
     """
 
-    def __init__(self, metrics: ServiceMetrics) -> None:
+    def __init__(self, metrics: ServiceMetrics, limits: ServiceLimits) -> None:
         self._metrics = metrics
+        self.limits = limits
         self._operators: dict[str, ManagedOperator] = {}
         self._lock = threading.Lock()
 
@@ -294,6 +287,7 @@ class OperatorRegistry:
 
         Raises:
             ConflictError: ``name`` is taken.
+            LimitError: the operator would pass the service's operators or threads limit.
             OperatorError: unknown operator or parameter, or forward without ``columns``.
             ReconfigurationError: parallelism outside ``1..max_parallelism``.
 
@@ -310,13 +304,34 @@ class OperatorRegistry:
                 raise ConflictError(msg)
             op = build(operator, params)
             n = max_parallelism or max(parallelism, DEFAULT_MAX_PARALLELISM)
+            self._check_limits(name, n)
             pipeline = setup(
                 op, parallelism, n, capacity=capacity, allowed_lateness_ms=allowed_lateness_ms
             )
-            managed = ManagedOperator(name, operator, params, pipeline, capacity, self._metrics)
+            managed = ManagedOperator(
+                name, operator, params, pipeline, capacity, self._metrics, self.limits
+            )
             self._operators[name] = managed
         logger.info("started operator %r (%s, m=%d, n=%d)", name, operator, parallelism, n)
         return managed
+
+    def _check_limits(self, name: str, n: int) -> None:
+        """Raise ``LimitError`` if operator ``name`` of pool size n passes a limit."""
+        limits = self.limits
+        if len(self._operators) >= limits.max_operators:
+            msg = (
+                f"operator {name!r}: the service runs {len(self._operators)} operators, its "
+                f"limit (--max-operators {limits.max_operators}); delete one first"
+            )
+            raise LimitError(msg)
+        threads = sum(op.threads for op in self._operators.values())
+        if threads + n + 2 > limits.max_pool_threads:
+            msg = (
+                f"operator {name!r}: a pool of {n} costs {n + 2} threads and the operators "
+                f"use {threads} of the service's {limits.max_pool_threads} "
+                "(--max-pool-threads); lower max_parallelism or delete an operator"
+            )
+            raise LimitError(msg)
 
     def get(self, name: str) -> ManagedOperator:
         """The operator named ``name``.

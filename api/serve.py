@@ -13,6 +13,7 @@ from pathlib import Path
 
 import uvicorn
 
+from api.limits import ServiceLimits
 from api.main import create_app
 
 __all__ = ["TOKEN_ENV", "read_token", "serve"]
@@ -40,13 +41,19 @@ def read_token(token_file: str | None = None) -> str | None:
     return os.environ.get(TOKEN_ENV) or None
 
 
-def serve(host: str = "127.0.0.1", port: int = 8321, token_file: str | None = None) -> None:
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8321,
+    token_file: str | None = None,
+    limits: ServiceLimits | None = None,
+) -> None:
     """Serve the app on ``host:port`` until interrupted.
 
     Args:
         host: The address to bind (loopback by default).
         port: The TCP port.
         token_file: A file holding the bearer token (else ``$STRETCH_TOKEN``, else none).
+        limits: What the service holds at most (defaults of ``ServiceLimits``).
 
     """
     token = read_token(token_file)
@@ -56,4 +63,4 @@ def serve(host: str = "127.0.0.1", port: int = 8321, token_file: str | None = No
         port,
         "bearer token required" if token else "no authentication",
     )
-    uvicorn.run(create_app(token), host=host, port=port, log_level="info", access_log=False)
+    uvicorn.run(create_app(token, limits), host=host, port=port, log_level="info", access_log=False)

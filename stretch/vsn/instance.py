@@ -31,6 +31,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from scalegate import CONTROL, DATA
+from stretch.errors import StoppedError
 from stretch.model.instance import OPlusInstance, OutputRow
 from stretch.model.mapping import groups_of
 from stretch.model.oplus import END_OF_INPUT, OPlus
@@ -152,8 +153,6 @@ class SharedPool(Protocol):
     stopping: bool
     drainer_wake: threading.Event
     output_schema: pa.Schema
-    min_backoff_s: float
-    max_backoff_s: float
 
     def state_for(self, instance: VSNInstance) -> Sequence[WindowStore]:
         """sigma as ``instance`` accesses it."""
@@ -168,6 +167,9 @@ class SharedPool(Protocol):
 
     def store_block(self, block: OutputBlock) -> int:
         """Keep a block until the drainer takes its rows; return its first row's id."""
+
+    def backlog(self) -> bool:
+        """Whether a source has input waiting for room in ESG_in."""
 
 
 class VSNInstance:
@@ -248,29 +250,35 @@ class VSNInstance:
             self._rows = []
 
     def _run(self) -> None:
-        """The pool thread's loop: exponential backoff while idle or nothing is ready."""
+        """The pool thread's loop: it parks on ``wake`` while idle or nothing is ready.
+
+        ``wake`` is set by producers after they add to ESG_in, by ``provision`` and by
+        stop; it is cleared before looking for work, so no wake-up is lost. After taking
+        nodes (which frees room in ESG_in) the thread wakes the drainer if input waits
+        for room.
+        """
         shared = self.shared
-        backoff = shared.min_backoff_s
         try:
             while not shared.stopping:
+                self.wake.clear()
                 package = self._start
                 if package is not None:
                     self._start = None
                     self._begin(package)
-                    backoff = shared.min_backoff_s
                     continue
                 if self.connected:
-                    self.wake.clear()
                     batch = shared.esg_in.get_ready_batch(self.j, MAX_BATCH)
                     if batch is not None and len(batch.ts) > 0:
+                        if shared.backlog():
+                            shared.drainer_wake.set()
                         started = time.perf_counter_ns()
                         self._process(ReadyNodes.of(batch), 0)
                         self.busy_ns += time.perf_counter_ns() - started
-                        backoff = shared.min_backoff_s
                         continue
-                self.wake.wait(backoff)
-                backoff = min(backoff * 2, shared.max_backoff_s)
+                self.wake.wait()
         except BaseException as exc:  # surfaced by Pipeline.join / stats
+            if isinstance(exc, StoppedError) and shared.stopping:
+                return
             logger.exception("instance %d of %r failed", self.j, shared.op.name)
             shared.fail(exc)
 
@@ -409,10 +417,15 @@ class VSNInstance:
                 ready = buffered.slice(0, cut)
                 first = shared.store_block(ready)
                 shared.esg_out.add_batch(
-                    self.j, ready.ts, np.arange(first, first + cut, dtype=np.int64)
+                    self.j, ready.ts, np.arange(first, first + cut, dtype=np.int64), self._stop
                 )
                 self.tuples_out += cut
+                shared.drainer_wake.set()
         if watermark > self._released:
-            shared.esg_out.add_watermark(self.j, watermark)
+            shared.esg_out.add_watermark(self.j, watermark, self._stop)
             self._released = watermark
             shared.drainer_wake.set()
+
+    def _stop(self) -> bool:
+        """Whether a wait for room in ESG_out should give up (the pipeline stops)."""
+        return self.shared.stopping

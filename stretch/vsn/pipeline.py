@@ -22,7 +22,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from scalegate import DATA, ElasticScaleGate
-from stretch.errors import InputError, ReconfigurationError
+from stretch.errors import CapacityError, InputError, ReconfigurationError, StoppedError
 from stretch.model.batch import StringDictionary
 from stretch.model.mapping import default_mapping
 from stretch.model.oplus import END_OF_INPUT, OPlus
@@ -44,6 +44,12 @@ ADD_CHUNK = 4096
 
 TRIM_ROWS = 1 << 16
 """A source drops rows no instance reads any more once it can drop this many at once."""
+
+LOCK_WAIT_S = 0.05
+"""How long the drainer waits for a source's lock before it comes back later."""
+
+JOIN_TIMEOUT_S = 10.0
+"""How long ``shutdown`` waits for each thread."""
 
 
 class Pipeline:
@@ -120,6 +126,7 @@ class Pipeline:
             self._on_switch,
         )
         self.trim_rows = TRIM_ROWS
+        self.max_pending_reconfigurations: int | None = None  # a service sets a bound
         self.log = OutputLog(self.pool.output_schema)
         self._latest = first
         self._reconfigure_lock = threading.Lock()
@@ -135,10 +142,13 @@ class Pipeline:
         """Add a batch (any order) to input ``source``; return its row count.
 
         Rows go through the source's reorder buffer (docs/design.md decision 8): they reach
-        ESG_in in ``ts`` order once the source's released watermark passes them.
+        ESG_in in ``ts`` order once the source's released watermark passes them. Never
+        waits for room in ESG_in: rows that do not fit now wait in the source (its
+        backlog, ``backlog``) and go in as readers free room.
 
         Raises:
             InputError: unknown or closed source.
+            StoppedError: the pipeline was stopped.
             SchemaError: the batch does not match the source's schema.
             LateTupleError: a row is older than the source's released watermark; nothing
                 of the batch is added.
@@ -158,6 +168,7 @@ class Pipeline:
 
         Raises:
             InputError: unknown or closed source.
+            StoppedError: the pipeline was stopped.
 
         """
         store = self._source(source)
@@ -167,29 +178,86 @@ class Pipeline:
         self.pool.wake_all()
 
     def close(self, source: int | None = None) -> None:
-        """End of input for ``source`` (or every source): flushes every window."""
+        """End of input for ``source`` (or every source): flushes every window.
+
+        Returns at once; rows still waiting for room go in as readers free it.
+        """
         for store in self.sources if source is None else [self._source(source)]:
             with store.lock:
-                if not store.closed:
+                if not store.input_closed:
                     self._release(store, store.reorder.flush())
         self.pool.wake_all()
 
+    def backlog(self, source: int) -> int:
+        """Rows of ``source`` that wait for room in ESG_in, after trying to move them in."""
+        store = self._source(source)
+        with store.lock:
+            self._feed(store)
+            return store.unfed
+
+    def held_rows(self, source: int) -> int:
+        """Rows of ``source`` held in its reorder buffer or waiting for ESG_in."""
+        store = self._source(source)
+        return len(store.reorder) + store.unfed
+
     def _release(self, store: SourceStore, rows: pa.Table | None) -> None:
-        """Move rows the reorder buffer freed into ESG_in, then the source's watermark."""
+        """Store the rows the reorder buffer freed and move what fits into ESG_in."""
         if rows is not None:
-            ts, seqs = store.append(rows)
-            for start in range(0, len(ts), ADD_CHUNK):
-                self.esg_in.add_batch(
-                    store.source, ts[start : start + ADD_CHUNK], seqs[start : start + ADD_CHUNK]
-                )
-            horizon = self.pool.trim_horizon()
-            if horizon is not None:
-                store.trim(horizon, self.trim_rows)
+            store.append(rows)
+        self._feed(store)
+
+    def _feed(self, store: SourceStore) -> bool:
+        """Move a source's backlog into ESG_in as far as there is room now (Alg. 5).
+
+        In order: pending control tuples (at the source's last ts in the gate), rows not
+        yet in the gate, then the released watermark. Never waits for room. The caller
+        holds ``store.lock``. Returns whether nothing waits any more.
+        """
+        gate = self.esg_in
+        while True:
+            while store.controls:
+                if not gate.offer_control(store.source, store.controls[0]):
+                    return False
+                store.controls.popleft()
+            if not store.unfed:
+                break
+            rows = store.rows()
+            start = store.fed - rows.base
+            ts = rows.ts[start : start + min(store.unfed, ADD_CHUNK)]
+            added = gate.offer_batch(
+                store.source, ts, np.arange(store.fed, store.fed + len(ts), dtype=np.int64)
+            )
+            if not added:
+                return False
+            store.fed += added
+        horizon = self.pool.trim_horizon()
+        if horizon is not None:
+            store.trim(horizon, self.trim_rows)
         released = store.reorder.released
         if released > (store.watermark if store.watermark is not None else -END_OF_INPUT):
-            self.esg_in.add_watermark(store.source, released)
+            if not gate.offer_watermark(store.source, released):
+                return False
             store.watermark = released
             store.closed = released == END_OF_INPUT
+        return True
+
+    def _pump(self) -> None:
+        """Move every source's backlog into ESG_in as far as there is room (drainer)."""
+        moved = False
+        for store in self.sources:
+            if not store.has_backlog():
+                continue
+            if not store.lock.acquire(timeout=LOCK_WAIT_S):
+                self.pool.drainer_wake.set()  # a producer holds it: come back soon
+                continue
+            try:
+                before = store.fed
+                self._feed(store)
+                moved = moved or store.fed != before
+            finally:
+                store.lock.release()
+        if moved:
+            self.pool.wake_all()
 
     # -- reconfiguration (Alg. 5-6) --------------------------------------------------------
 
@@ -200,7 +268,9 @@ class Pipeline:
 
         Its control tuple enters every open source at the source's last ts (gamma); the
         instances switch once their watermark passes it (Alg. 4 L10-14). Requests made
-        before an earlier one completes are applied after it, in order.
+        before an earlier one completes are applied after it, in order. Never waits for
+        room in ESG_in: a control tuple that does not fit waits in its source and goes in
+        before the source's next rows.
 
         Args:
             parallelism: m*, 1..n (None keeps the latest requested count).
@@ -209,10 +279,21 @@ class Pipeline:
         Raises:
             ReconfigurationError: an invalid request, or every source is closed; nothing
                 changed.
+            CapacityError: ``max_pending_reconfigurations`` (if set) are still pending.
+            StoppedError: the pipeline was stopped.
 
         """
         with self._reconfigure_lock:
             epoch = self._latest.epoch + 1
+            pending = self._latest.epoch - self.pool.current.epoch
+            limit = self.max_pending_reconfigurations
+            if limit is not None and pending >= limit:
+                msg = (
+                    f"operator {self.op.name!r}: {pending} reconfigurations are pending "
+                    f"(epoch {self.pool.current.epoch} is in force); each completes when "
+                    "input passes its control tuple on every source; retry later"
+                )
+                raise CapacityError(msg)
             target = plan(
                 epoch,
                 self._latest.parallelism,
@@ -225,6 +306,7 @@ class Pipeline:
             if not open_sources:
                 msg = f"operator {self.op.name!r}: epoch {epoch}: every input is closed"
                 raise ReconfigurationError(msg)
+            self._check_running()
             self.pool.records[epoch] = ReconfigurationRecord(
                 epoch, self._latest.parallelism, target.parallelism, target.requested_ns
             )
@@ -233,7 +315,8 @@ class Pipeline:
             for store in open_sources:
                 with store.lock:
                     if not store.closed:
-                        self.esg_in.add_control(store.source, epoch)
+                        store.controls.append(epoch)
+                        self._feed(store)
         self.pool.wake_all()
         return epoch
 
@@ -270,20 +353,19 @@ class Pipeline:
         """ESG_out -> output log: a ``ts`` is complete once a later node is ready.
 
         ESG_out delivers nodes in ts order, so every row of a batch with a ts below the
-        batch's last ts is complete; rows at the last ts wait for a later node.
+        batch's last ts is complete; rows at the last ts wait for a later node. The
+        drainer also moves the sources' backlogs into ESG_in when instances freed room.
         """
         pool = self.pool
         pending: list[tuple[OutputBlock, NDArray[np.int64]]] = []  # rows, their sources
-        backoff = pool.min_backoff_s
         try:
             while not pool.stopping:
                 pool.drainer_wake.clear()
+                self._pump()
                 batch = self.esg_out.get_ready_batch(0, 1 << 14)
                 if len(batch) == 0:
-                    pool.drainer_wake.wait(backoff)
-                    backoff = min(backoff * 2, pool.max_backoff_s)
+                    pool.drainer_wake.wait()  # set by instances, producers and stop
                     continue
-                backoff = pool.min_backoff_s
                 last = int(batch.ts[-1])
                 data = batch.kind == DATA
                 rows, sources = pool.take_rows(batch.payload[data]), batch.source[data]
@@ -336,14 +418,19 @@ class Pipeline:
         self.pool.raise_failure()
         return finished
 
-    def shutdown(self) -> None:
-        """Stop and join every thread of the pipeline (pending input is abandoned)."""
-        self.pool.stop()
+    def shutdown(self, timeout_s: float = JOIN_TIMEOUT_S) -> None:
+        """Stop and join every thread of the pipeline (pending input is abandoned).
+
+        Each thread gets up to ``timeout_s`` to end; one that does not is logged and left
+        (they are daemon threads).
+        """
+        self.pool.stop(timeout_s)
         self.pool.drainer_wake.set()
-        if self._drainer.is_alive():
-            self._drainer.join()
-        for thread in self.chain_threads:
-            thread.join()
+        for thread in [self._drainer, *self.chain_threads]:
+            if thread.is_alive():
+                thread.join(timeout_s)
+            if thread.is_alive():
+                logger.warning("thread %s did not stop within %.1f s", thread.name, timeout_s)
         with self._switched:
             self._switched.notify_all()
 
@@ -403,7 +490,13 @@ class Pipeline:
             raise InputError(msg)
         return self.sources[source]
 
+    def _check_running(self) -> None:
+        if self.pool.stopping:
+            msg = f"operator {self.op.name!r} was stopped; it takes no more requests"
+            raise StoppedError(msg)
+
     def _check_open(self, store: SourceStore) -> None:
-        if store.closed:
+        self._check_running()
+        if store.input_closed:
             msg = f"{store.where} is closed; it takes no more input"
             raise InputError(msg)
