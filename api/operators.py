@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from api.batch_ids import BatchIds
 from api.errors import ConflictError, NotFoundError, TooLargeError
 from api.latency import ArrivalClock, LatencyObserver
 from api.limits import LimitError, ServiceLimits
@@ -46,7 +47,7 @@ class SourceCounters:
     """What one source received over HTTP, and the batch ids it has seen."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    batch_ids: set[int] = field(default_factory=set)
+    batch_ids: BatchIds = field(default_factory=BatchIds)
     tuples_in: int = 0
     batches: int = 0
     duplicate_batches: int = 0
@@ -150,6 +151,7 @@ class ManagedOperator:
                     "up); retry later"
                 )
                 raise CapacityError(msg)
+            self._check_buffers(source, table)
             arrival_s = time.time()
             try:
                 added = self.pipeline.add(source, table)
@@ -166,6 +168,34 @@ class ManagedOperator:
             if added:
                 self._clock.record(source, int(table.column(TS)[0].as_py()), arrival_s)
             return added, False
+
+    def _check_buffers(self, source: int, table: pa.Table) -> None:
+        """Refuse a batch while the output log or the source's reorder buffer is full.
+
+        Raises:
+            CapacityError: the log holds ``max_uncommitted_rows`` uncommitted rows, or the
+                reorder buffer would hold more than ``max_held_rows`` after the batch.
+
+        """
+        log = self.pipeline.log
+        uncommitted = log.end_offset - log.start_offset
+        if uncommitted >= self.limits.max_uncommitted_rows:
+            msg = (
+                f"{self.where(source)}: the output log holds {uncommitted} rows not committed "
+                f"(limit {self.limits.max_uncommitted_rows}); read the output and commit it "
+                "(POST .../output/commit), then retry"
+            )
+            raise CapacityError(msg)
+        reorder = self.pipeline.sources[source].reorder
+        held = reorder.held_after(table.column(TS).to_numpy())
+        if held > self.limits.max_held_rows:
+            msg = (
+                f"{self.where(source)}: its reorder buffer would hold {held} rows (limit "
+                f"{self.limits.max_held_rows}) waiting for the released watermark "
+                f"(largest ts - allowed lateness {reorder.allowed_lateness_ms} ms); send a "
+                "watermark (POST .../watermark) to release them, then retry"
+            )
+            raise CapacityError(msg)
 
     def _late_rows(self, source: int, table: pa.Table) -> int:
         """Rows of a rejected batch older than the source's released watermark."""

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pyarrow as pa
 from fastapi.testclient import TestClient
 
+from api import create_app
+from api.limits import ServiceLimits
 from stretch import generate
 from stretch.client import StretchClient
-from tests.api.conftest import TIMEOUT_S, auth, union_in_total_order, v_table
+from tests.api.conftest import TIMEOUT_S, TOKEN, auth, union_in_total_order, v_table
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
@@ -79,3 +82,49 @@ def test_a_batch_that_can_never_fit_gets_413_and_the_client_splits_it(
     client.close_source("f", 0)
     client.close_source("f", 1)
     assert client.read_all("f", TIMEOUT_S).equals(union_in_total_order([left, right]))
+
+
+def _limited(**limits: int) -> TestClient:
+    return TestClient(create_app(TOKEN, ServiceLimits(**limits)))
+
+
+def test_uncommitted_output_pushes_back_until_the_reader_commits() -> None:
+    """Class 9: ingest gets 429 while the output log holds too many uncommitted rows."""
+    with _limited(max_uncommitted_rows=1000) as http:
+        client = StretchClient(token=TOKEN, http=http)
+        client.create_operator("f", "forward", {"columns": "v:int"})
+        for source in (0, 1):
+            client.add_batch("f", source, v_table(range(0, 1200, 2), source * 10**6))
+        deadline = time.monotonic() + TIMEOUT_S
+        while client.status("f")["output"]["end_offset"] < 1000:  # the drainer appends
+            assert time.monotonic() < deadline, "the output did not reach the limit"
+            threading.Event().wait(0.01)
+        status, text = _post(http, "f", 0, v_table(range(1200, 1300)))
+        assert status == 429 and "not committed (limit 1000)" in text
+        out, offset = client.output("f", max_rows=100_000)
+        client.commit("f", offset)
+        assert _post(http, "f", 0, v_table(range(1200, 1300)))[0] == 202
+        assert out.num_rows >= 1000
+
+
+def test_reorder_buffer_is_bounded() -> None:
+    """Class 9: rows held for a large lateness are bounded; a watermark releases them."""
+    with _limited(max_held_rows=2000) as limited:
+        client = StretchClient(token=TOKEN, http=limited)
+        created = limited.post(
+            "/v1/operators",
+            json={
+                "name": "f",
+                "operator": "forward",
+                "params": {"columns": "v:int"},
+                "allowed_lateness_ms": 10**9,
+            },
+            headers=auth(),
+        )
+        assert created.status_code == 201
+        assert _post(limited, "f", 0, v_table(range(1500)))[0] == 202
+        status, text = _post(limited, "f", 0, v_table(range(1500, 2500)))
+        assert status == 429 and "would hold 2500 rows (limit 2000)" in text
+        client.watermark("f", 0, 1500)
+        assert _post(limited, "f", 0, v_table(range(1500, 2500)))[0] == 202
+        assert client.status("f")["sources"][0]["tuples_in"] == 2500
