@@ -10,13 +10,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI, Response
+from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 
 from api import lifecycle, streams
 from api.errors import install_error_handlers
 from api.limits import ServiceLimits
+from api.long_polls import LongPolls
 from api.metrics import ServiceMetrics
 from api.operators import OperatorRegistry
 
@@ -36,7 +39,9 @@ def create_app(token: str | None = None, limits: ServiceLimits | None = None) ->
     """
     # The collector reads the registry at scrape time; the name binds late on purpose.
     metrics = ServiceMetrics(lambda: operators.snapshots())  # noqa: PLW0108
-    operators = OperatorRegistry(metrics, limits or ServiceLimits())
+    limits = limits or ServiceLimits()
+    operators = OperatorRegistry(metrics, limits)
+    long_polls = LongPolls(limits.max_long_polls)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -52,6 +57,7 @@ def create_app(token: str | None = None, limits: ServiceLimits | None = None) ->
     app.state.token = token.encode() if token else None
     app.state.metrics = metrics
     app.state.operators = operators
+    app.state.long_polls = long_polls
     install_error_handlers(app)
     app.include_router(lifecycle.router)
     app.include_router(streams.router)
@@ -61,10 +67,22 @@ def create_app(token: str | None = None, limits: ServiceLimits | None = None) ->
         """Liveness: the process answers."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["probes"])
-    async def readyz() -> dict[str, str | int]:
-        """Readiness: the app takes requests; counts its operators."""
-        return {"status": "ready", "operators": len(operators.all())}
+    @app.get("/readyz", tags=["probes"], responses={503: {"description": "cannot serve now"}})
+    async def readyz() -> JSONResponse:
+        """Readiness: the app can take requests now; counts its operators.
+
+        503 while every worker thread is busy or the long-poll limit is reached.
+        """
+        threads = anyio.to_thread.current_default_thread_limiter()
+        problems = []
+        if threads.borrowed_tokens >= threads.total_tokens:
+            problems.append(f"all {int(threads.total_tokens)} worker threads are busy")
+        if long_polls.full:
+            problems.append(f"{long_polls.waiting} output reads wait, the limit")
+        body: dict[str, str | int] = {"operators": len(operators.all())}
+        if problems:
+            return JSONResponse({**body, "status": "busy", "detail": "; ".join(problems)}, 503)
+        return JSONResponse({**body, "status": "ready"})
 
     @app.get("/metrics", tags=["probes"], response_class=Response)
     async def metrics_route() -> Response:

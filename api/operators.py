@@ -26,7 +26,7 @@ from api.latency import ArrivalClock, LatencyObserver
 from api.limits import LimitError, ServiceLimits
 from api.metrics import OperatorSnapshot, ServiceMetrics
 from stretch.errors import CapacityError, LateTupleError, OperatorError
-from stretch.model.schema import TS
+from stretch.model.schema import TS, conform
 from stretch.operators.catalog import build
 from stretch.vsn import setup
 from stretch.vsn.pipeline import Pipeline
@@ -151,6 +151,7 @@ class ManagedOperator:
                     "up); retry later"
                 )
                 raise CapacityError(msg)
+            table = conform(table, self.pipeline.sources[source].schema, self.where(source))
             self._check_buffers(source, table)
             arrival_s = time.time()
             try:

@@ -7,6 +7,7 @@ has a client timeout, so a hang fails the test instead of stalling it.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import httpx
@@ -14,6 +15,7 @@ import pyarrow as pa
 from fastapi.testclient import TestClient
 
 from api import create_app
+from api.limits import ServiceLimits
 from stretch.client import StretchClient
 from tests.api.conftest import (
     TIMEOUT_S,
@@ -185,3 +187,51 @@ def test_sources_close_one_after_another_with_a_large_lateness(
     client.close_source("f", 1)
     out = client.read_all("f", TIMEOUT_S)
     assert out.equals(union_in_total_order([left, right]))
+
+
+def test_long_polls_hold_no_thread_and_are_capped() -> None:
+    """Class 6: forty long-polls leave pushes and status fast; the cap answers 429."""
+    polls = 40
+    app = create_app(TOKEN, ServiceLimits(max_long_polls=polls))
+    with (
+        serving(app) as url,
+        httpx.Client(
+            base_url=url,
+            timeout=REQUEST_TIMEOUT_S,
+            headers=auth(),
+            limits=httpx.Limits(max_connections=2 * polls),
+        ) as http,
+    ):
+        assert http.post("/v1/operators", json=FORWARD).status_code == 201
+        answers: list[httpx.Response] = []
+
+        def long_poll() -> None:
+            answers.append(
+                http.get(
+                    "/v1/operators/f/output",
+                    params={"wait_ms": 60_000},
+                    timeout=TIMEOUT_S + 60,
+                )
+            )
+
+        threads = [_in_thread(long_poll) for _ in range(polls)]
+        deadline = time.monotonic() + TIMEOUT_S
+        while app.state.long_polls.waiting < polls:  # every poll is parked on the loop
+            assert time.monotonic() < deadline, app.state.long_polls.waiting
+            threading.Event().wait(0.01)
+        refused = http.get("/v1/operators/f/output", params={"wait_ms": 1000})
+        assert refused.status_code == 429 and "--max-long-polls 40" in refused.text
+        ready = http.get("/readyz")
+        assert ready.status_code == 503 and "output reads wait" in ready.text
+        assert http.get("/healthz").status_code == 200
+        for source in (0, 1):
+            assert _push(http, source, v_table(range(10)), 0) == 202
+        assert http.get("/v1/operators/f").status_code == 200
+        assert http.post("/v1/operators/f/sources/0/close").status_code == 202
+        assert http.post("/v1/operators/f/sources/1/close").status_code == 202
+        for thread in threads:
+            thread.join(TIMEOUT_S)
+            assert not thread.is_alive()
+        assert [a.status_code for a in answers] == [200] * polls
+        assert all(a.json()["rows"] for a in answers)
+        assert http.get("/readyz").status_code == 200
