@@ -16,7 +16,6 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from api.limits import LimitError
 from stretch.errors import (
     CapacityError,
     InputError,
@@ -30,6 +29,7 @@ from stretch.errors import (
 
 __all__ = [
     "ConflictError",
+    "LimitError",
     "NotFoundError",
     "TooLargeError",
     "UnsupportedMediaError",
@@ -53,6 +53,10 @@ class ConflictError(StretchError):
 
 class TooLargeError(InputError):
     """A batch larger than the whole ingest buffer: it can never fit, split it (413)."""
+
+
+class LimitError(StretchError):
+    """A request that would pass one of the service's limits on what it runs (507)."""
 
 
 class UnsupportedMediaError(InputError):

@@ -1,8 +1,8 @@
 """What one service holds at most: operators, threads, long-polls, buffered rows.
 
 Each limit turns into an answer that names it instead of a server that slows down or
-runs out of memory: ``LimitError`` (507) when a new operator would pass the operators or
-threads limit, ``CapacityError`` (429, retry later) when a buffer is full. ``stretch
+runs out of memory: ``api.errors.LimitError`` (507) when a new operator would pass the
+operators or threads limit, ``CapacityError`` (429, retry later) when a buffer is full. ``stretch
 serve`` sets them from its options (docs/api.md, "Limits").
 """
 
@@ -10,13 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stretch.errors import StretchError
-
-__all__ = ["LimitError", "ServiceLimits"]
-
-
-class LimitError(StretchError):
-    """A request that would pass one of the service's limits on what it runs (507)."""
+__all__ = ["ServiceLimits"]
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from typing import Any
 import pyarrow as pa
 
 from api.batch_ids import BatchIds
-from api.errors import ConflictError, NotFoundError, TooLargeError
+from api.errors import ConflictError, LimitError, NotFoundError, TooLargeError
 from api.latency import ArrivalClock, LatencyObserver
-from api.limits import LimitError, ServiceLimits
+from api.limits import ServiceLimits
 from api.metrics import OperatorSnapshot, ServiceMetrics
 from stretch.errors import CapacityError, LateTupleError, OperatorError
 from stretch.model.schema import TS, conform
@@ -247,7 +247,7 @@ class ManagedOperator:
             {
                 "index": i,
                 "watermark": stats["watermarks"][i],
-                "closed": self.pipeline.sources[i].closed,
+                "closed": self.pipeline.sources[i].input_closed,
                 "tuples_in": c.tuples_in,
                 "batches": c.batches,
                 "duplicate_batches": c.duplicate_batches,

@@ -304,7 +304,11 @@ class ElasticScaleGate:
 
     @staticmethod
     def _wait(s: int, attempt: int, stop: Callable[[], bool] | None) -> None:
-        """Back off before retrying an add, unless ``stop()`` says to give up."""
+        """Back off before retrying an add, unless ``stop()`` says to give up.
+
+        ``stop`` is called once per retry, so a caller may also use it to nudge the
+        readers that free room.
+        """
         if stop is not None and stop():
             msg = f"source {s}: stopped while waiting for room in the gate"
             raise StoppedError(msg)

@@ -134,7 +134,7 @@ class SharedPool(Protocol):
         sources: The input sources' stores, by source index.
         compiled: The operator's kernel path, or None for the generic path.
         audit: The ownership audit, if one is on.
-        plans: The plan of every epoch announced so far.
+        plans: The plan of the epoch in force and of every epoch announced after it.
         barrier: The epoch barrier (Alg. 4 L10-11).
         stopping: Set when the pipeline stops or an instance failed.
         drainer_wake: Wakes the drainer of ESG_out.
@@ -341,7 +341,9 @@ class VSNInstance:
         for offset, (kind, ts) in enumerate(zip(kind_col, ts_col, strict=True)):
             i = start + offset
             if kind == CONTROL:  # L7
-                self._prepare_reconfig(shared.plans[payload_col[offset]], ts)
+                announced = shared.plans.get(payload_col[offset])
+                if announced is not None:  # else an epoch already in force, plan dropped
+                    self._prepare_reconfig(announced, ts)
                 continue
             if ts > oplus.watermark:  # L9-10: W grows
                 while self.prepared and ts > self.prepared[0].gamma:
@@ -417,15 +419,23 @@ class VSNInstance:
                 ready = buffered.slice(0, cut)
                 first = shared.store_block(ready)
                 shared.esg_out.add_batch(
-                    self.j, ready.ts, np.arange(first, first + cut, dtype=np.int64), self._stop
+                    self.j,
+                    ready.ts,
+                    np.arange(first, first + cut, dtype=np.int64),
+                    self._waiting_for_room,
                 )
                 self.tuples_out += cut
                 shared.drainer_wake.set()
         if watermark > self._released:
-            shared.esg_out.add_watermark(self.j, watermark, self._stop)
+            shared.esg_out.add_watermark(self.j, watermark, self._waiting_for_room)
             self._released = watermark
             shared.drainer_wake.set()
 
-    def _stop(self) -> bool:
-        """Whether a wait for room in ESG_out should give up (the pipeline stops)."""
+    def _waiting_for_room(self) -> bool:
+        """Called while an add to ESG_out waits for room: return whether to give up.
+
+        Wakes the drainer, which frees the room (the part of the add already in may have
+        made other instances' rows ready); gives up when the pipeline stops.
+        """
+        self.shared.drainer_wake.set()
         return self.shared.stopping

@@ -45,6 +45,9 @@ ADD_CHUNK = 4096
 TRIM_ROWS = 1 << 16
 """A source drops rows no instance reads any more once it can drop this many at once."""
 
+KEPT_RECONFIGURATIONS = 1024
+"""Reconfiguration records kept for ``reconfigurations`` (the most recent)."""
+
 LOCK_WAIT_S = 0.05
 """How long the drainer waits for a source's lock before it comes back later."""
 
@@ -127,6 +130,7 @@ class Pipeline:
         )
         self.trim_rows = TRIM_ROWS
         self.max_pending_reconfigurations: int | None = None  # a service sets a bound
+        self.kept_reconfigurations = KEPT_RECONFIGURATIONS
         self.log = OutputLog(self.pool.output_schema)
         self._latest = first
         self._reconfigure_lock = threading.Lock()
@@ -149,6 +153,7 @@ class Pipeline:
         Raises:
             InputError: unknown or closed source.
             StoppedError: the pipeline was stopped.
+            StretchError: an instance failed.
             SchemaError: the batch does not match the source's schema.
             LateTupleError: a row is older than the source's released watermark; nothing
                 of the batch is added.
@@ -192,8 +197,12 @@ class Pipeline:
         """Rows of ``source`` that wait for room in ESG_in, after trying to move them in."""
         store = self._source(source)
         with store.lock:
+            waited = store.has_backlog()
             self._feed(store)
-            return store.unfed
+            unfed = store.unfed
+        if waited:
+            self.pool.wake_all()
+        return unfed
 
     def held_rows(self, source: int) -> int:
         """Rows of ``source`` held in its reorder buffer or waiting for ESG_in."""
@@ -206,18 +215,18 @@ class Pipeline:
             store.append(rows)
         self._feed(store)
 
-    def _feed(self, store: SourceStore) -> bool:
+    def _feed(self, store: SourceStore) -> None:
         """Move a source's backlog into ESG_in as far as there is room now (Alg. 5).
 
         In order: pending control tuples (at the source's last ts in the gate), rows not
         yet in the gate, then the released watermark. Never waits for room. The caller
-        holds ``store.lock``. Returns whether nothing waits any more.
+        holds ``store.lock`` and wakes the instances afterwards.
         """
         gate = self.esg_in
         while True:
             while store.controls:
                 if not gate.offer_control(store.source, store.controls[0]):
-                    return False
+                    return
                 store.controls.popleft()
             if not store.unfed:
                 break
@@ -228,7 +237,7 @@ class Pipeline:
                 store.source, ts, np.arange(store.fed, store.fed + len(ts), dtype=np.int64)
             )
             if not added:
-                return False
+                return
             store.fed += added
         horizon = self.pool.trim_horizon()
         if horizon is not None:
@@ -236,27 +245,25 @@ class Pipeline:
         released = store.reorder.released
         if released > (store.watermark if store.watermark is not None else -END_OF_INPUT):
             if not gate.offer_watermark(store.source, released):
-                return False
+                return
             store.watermark = released
             store.closed = released == END_OF_INPUT
-        return True
 
     def _pump(self) -> None:
         """Move every source's backlog into ESG_in as far as there is room (drainer)."""
-        moved = False
+        waited = False
         for store in self.sources:
             if not store.has_backlog():
                 continue
+            waited = True
             if not store.lock.acquire(timeout=LOCK_WAIT_S):
                 self.pool.drainer_wake.set()  # a producer holds it: come back soon
                 continue
             try:
-                before = store.fed
                 self._feed(store)
-                moved = moved or store.fed != before
             finally:
                 store.lock.release()
-        if moved:
+        if waited:
             self.pool.wake_all()
 
     # -- reconfiguration (Alg. 5-6) --------------------------------------------------------
@@ -311,6 +318,8 @@ class Pipeline:
                 epoch, self._latest.parallelism, target.parallelism, target.requested_ns
             )
             self.pool.plans[epoch] = target
+            for old in sorted(self.pool.records)[: -self.kept_reconfigurations]:
+                del self.pool.records[old]
             self._latest = target
             for store in open_sources:
                 with store.lock:
@@ -441,8 +450,9 @@ class Pipeline:
         self.shutdown()
 
     def reconfigurations(self) -> list[ReconfigurationRecord]:
-        """Every reconfiguration requested so far, by epoch."""
-        return [self.pool.records[e] for e in sorted(self.pool.records)]
+        """The ``kept_reconfigurations`` most recent reconfigurations, by epoch."""
+        records = self.pool.records
+        return [r for e in sorted(records) if (r := records.get(e)) is not None]
 
     def stats(self) -> dict[str, Any]:
         """Counters: per instance, the gates, the epoch and the reconfigurations.
@@ -491,6 +501,7 @@ class Pipeline:
         return self.sources[source]
 
     def _check_running(self) -> None:
+        self.pool.raise_failure()
         if self.pool.stopping:
             msg = f"operator {self.op.name!r} was stopped; it takes no more requests"
             raise StoppedError(msg)

@@ -239,6 +239,10 @@ class InstancePool:
                 msg = f"epoch {target.epoch}: ESG_out refused to remove sources {ids}"
                 raise ReconfigurationError(msg)
         self.current = target
+        self.drainer_wake.set()  # removed sources may have made ESG_out rows ready
+        for epoch in list(self.plans):  # no instance looks up an earlier plan any more
+            if epoch < target.epoch:
+                self.plans.pop(epoch, None)
         record = self.records.get(target.epoch)
         if record is not None:
             record.completed_ns = time.perf_counter_ns()
