@@ -123,8 +123,10 @@ class ManagedOperator:
         Raises:
             NotFoundError: no such source.
             ConflictError: the source is closed.
-            TooLargeError: the batch is larger than the whole ingest buffer.
-            CapacityError: ESG_in has no room for the batch now (retry later).
+            TooLargeError: the batch is larger than ``max_batch_rows``.
+            CapacityError: rows of the source's earlier batches still wait for ESG_in,
+                or the output log or the reorder buffer is full (retry later).
+            StoppedError: the operator was deleted meanwhile.
             SchemaError, LateTupleError: from the runtime; nothing was added.
 
         """

@@ -48,6 +48,17 @@ TRIM_ROWS = 1 << 16
 KEPT_RECONFIGURATIONS = 1024
 """Reconfiguration records kept for ``reconfigurations`` (the most recent)."""
 
+FEED_PATIENCE_S = 0.002
+"""How long a producer keeps feeding its backlog without any row going in."""
+
+FEED_DEADLINE_S = 0.5
+"""The longest a producer call helps to feed its source's backlog."""
+
+FEED_YIELDS = 8
+"""Feeding attempts that only yield the GIL before sleeping ``FEED_SLEEP_S``."""
+
+FEED_SLEEP_S = 50e-6
+
 LOCK_WAIT_S = 0.05
 """How long the drainer waits for a source's lock before it comes back later."""
 
@@ -166,6 +177,7 @@ class Pipeline:
             data = conform(table, store.schema, store.where)
             self._release(store, store.reorder.push(data))
         self.pool.wake_all()
+        self._help_feed(store)
         return int(data.num_rows)
 
     def watermark(self, source: int, ts: int) -> None:
@@ -181,17 +193,22 @@ class Pipeline:
             self._check_open(store)
             self._release(store, store.reorder.advance(ts))
         self.pool.wake_all()
+        self._help_feed(store)
 
     def close(self, source: int | None = None) -> None:
         """End of input for ``source`` (or every source): flushes every window.
 
-        Returns at once; rows still waiting for room go in as readers free it.
+        Rows still waiting for room go in as readers free it (``_help_feed`` waits a
+        little for them).
         """
-        for store in self.sources if source is None else [self._source(source)]:
+        stores = self.sources if source is None else [self._source(source)]
+        for store in stores:
             with store.lock:
                 if not store.input_closed:
                     self._release(store, store.reorder.flush())
         self.pool.wake_all()
+        for store in stores:
+            self._help_feed(store)
 
     def backlog(self, source: int) -> int:
         """Rows of ``source`` that wait for room in ESG_in, after trying to move them in."""
@@ -248,6 +265,32 @@ class Pipeline:
                 return
             store.watermark = released
             store.closed = released == END_OF_INPUT
+
+    def _help_feed(self, store: SourceStore) -> None:
+        """Keep moving the source's backlog into ESG_in while that makes progress.
+
+        A producer whose rows did not all fit feeds them itself as readers free room,
+        which is faster than leaving them to the drainer; it gives up once no row went
+        in for ``FEED_PATIENCE_S`` (the rows wait for another source, not for readers),
+        after ``FEED_DEADLINE_S`` in all, or when the pipeline stops. The lock is held
+        only while feeding, so reconfigurations and the drainer are never held up.
+        """
+        started = idle_since = time.monotonic()
+        attempt = 0
+        while store.has_backlog() and not self.pool.stopping:
+            now = time.monotonic()
+            if now - idle_since > FEED_PATIENCE_S or now - started > FEED_DEADLINE_S:
+                return
+            time.sleep(0 if attempt < FEED_YIELDS else FEED_SLEEP_S)
+            with store.lock:
+                before = (store.fed, len(store.controls), store.watermark)
+                self._feed(store)
+                moved = before != (store.fed, len(store.controls), store.watermark)
+            if moved:
+                self.pool.wake_all()
+                idle_since, attempt = time.monotonic(), 0
+            else:
+                attempt += 1
 
     def _pump(self) -> None:
         """Move every source's backlog into ESG_in as far as there is room (drainer)."""
