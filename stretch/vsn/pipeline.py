@@ -28,6 +28,7 @@ from stretch.model.mapping import default_mapping
 from stretch.model.oplus import END_OF_INPUT, OPlus
 from stretch.model.schema import conform
 from stretch.vsn.audit import OwnershipAudit
+from stretch.vsn.feeding import Feeder
 from stretch.vsn.ingest import SourceStore
 from stretch.vsn.instance import CompiledOperator
 from stretch.vsn.output_block import OutputBlock
@@ -39,28 +40,8 @@ __all__ = ["Pipeline"]
 
 logger = logging.getLogger(__name__)
 
-ADD_CHUNK = 4096
-"""Rows per ESG_in ``add_batch`` call, so a big table never waits for the whole gate."""
-
-TRIM_ROWS = 1 << 16
-"""A source drops rows no instance reads any more once it can drop this many at once."""
-
 KEPT_RECONFIGURATIONS = 1024
 """Reconfiguration records kept for ``reconfigurations`` (the most recent)."""
-
-FEED_PATIENCE_S = 0.002
-"""How long a producer keeps feeding its backlog without any row going in."""
-
-FEED_DEADLINE_S = 0.5
-"""The longest a producer call helps to feed its source's backlog."""
-
-FEED_YIELDS = 8
-"""Feeding attempts that only yield the GIL before sleeping ``FEED_SLEEP_S``."""
-
-FEED_SLEEP_S = 50e-6
-
-LOCK_WAIT_S = 0.05
-"""How long the drainer waits for a source's lock before it comes back later."""
 
 JOIN_TIMEOUT_S = 10.0
 """How long ``shutdown`` waits for each thread."""
@@ -139,7 +120,7 @@ class Pipeline:
             self.audit,
             self._on_switch,
         )
-        self.trim_rows = TRIM_ROWS
+        self.feeder = Feeder(self.esg_in, self.pool, self.sources)
         self.max_pending_reconfigurations: int | None = None  # a service sets a bound
         self.kept_reconfigurations = KEPT_RECONFIGURATIONS
         self.log = OutputLog(self.pool.output_schema)
@@ -177,7 +158,7 @@ class Pipeline:
             data = conform(table, store.schema, store.where)
             self._release(store, store.reorder.push(data))
         self.pool.wake_all()
-        self._help_feed(store)
+        self.feeder.help(store)
         return int(data.num_rows)
 
     def watermark(self, source: int, ts: int) -> None:
@@ -193,12 +174,12 @@ class Pipeline:
             self._check_open(store)
             self._release(store, store.reorder.advance(ts))
         self.pool.wake_all()
-        self._help_feed(store)
+        self.feeder.help(store)
 
     def close(self, source: int | None = None) -> None:
         """End of input for ``source`` (or every source): flushes every window.
 
-        Rows still waiting for room go in as readers free it (``_help_feed`` waits a
+        Rows still waiting for room go in as readers free it (``Feeder.help`` waits a
         little for them).
         """
         stores = self.sources if source is None else [self._source(source)]
@@ -208,106 +189,17 @@ class Pipeline:
                     self._release(store, store.reorder.flush())
         self.pool.wake_all()
         for store in stores:
-            self._help_feed(store)
+            self.feeder.help(store)
 
     def backlog(self, source: int) -> int:
         """Rows of ``source`` that wait for room in ESG_in, after trying to move them in."""
-        store = self._source(source)
-        with store.lock:
-            waited = store.has_backlog()
-            self._feed(store)
-            unfed = store.unfed
-        if waited:
-            self.pool.wake_all()
-        return unfed
-
-    def held_rows(self, source: int) -> int:
-        """Rows of ``source`` held in its reorder buffer or waiting for ESG_in."""
-        store = self._source(source)
-        return len(store.reorder) + store.unfed
+        return self.feeder.backlog(self._source(source))
 
     def _release(self, store: SourceStore, rows: pa.Table | None) -> None:
         """Store the rows the reorder buffer freed and move what fits into ESG_in."""
         if rows is not None:
             store.append(rows)
-        self._feed(store)
-
-    def _feed(self, store: SourceStore) -> None:
-        """Move a source's backlog into ESG_in as far as there is room now (Alg. 5).
-
-        In order: pending control tuples (at the source's last ts in the gate), rows not
-        yet in the gate, then the released watermark. Never waits for room. The caller
-        holds ``store.lock`` and wakes the instances afterwards.
-        """
-        gate = self.esg_in
-        while True:
-            while store.controls:
-                if not gate.offer_control(store.source, store.controls[0]):
-                    return
-                store.controls.popleft()
-            if not store.unfed:
-                break
-            rows = store.rows()
-            start = store.fed - rows.base
-            ts = rows.ts[start : start + min(store.unfed, ADD_CHUNK)]
-            added = gate.offer_batch(
-                store.source, ts, np.arange(store.fed, store.fed + len(ts), dtype=np.int64)
-            )
-            if not added:
-                return
-            store.fed += added
-        horizon = self.pool.trim_horizon()
-        if horizon is not None:
-            store.trim(horizon, self.trim_rows)
-        released = store.reorder.released
-        if released > (store.watermark if store.watermark is not None else -END_OF_INPUT):
-            if not gate.offer_watermark(store.source, released):
-                return
-            store.watermark = released
-            store.closed = released == END_OF_INPUT
-
-    def _help_feed(self, store: SourceStore) -> None:
-        """Keep moving the source's backlog into ESG_in while that makes progress.
-
-        A producer whose rows did not all fit feeds them itself as readers free room,
-        which is faster than leaving them to the drainer; it gives up once no row went
-        in for ``FEED_PATIENCE_S`` (the rows wait for another source, not for readers),
-        after ``FEED_DEADLINE_S`` in all, or when the pipeline stops. The lock is held
-        only while feeding, so reconfigurations and the drainer are never held up.
-        """
-        started = idle_since = time.monotonic()
-        attempt = 0
-        while store.has_backlog() and not self.pool.stopping:
-            now = time.monotonic()
-            if now - idle_since > FEED_PATIENCE_S or now - started > FEED_DEADLINE_S:
-                return
-            time.sleep(0 if attempt < FEED_YIELDS else FEED_SLEEP_S)
-            with store.lock:
-                before = (store.fed, len(store.controls), store.watermark)
-                self._feed(store)
-                moved = before != (store.fed, len(store.controls), store.watermark)
-            if moved:
-                self.pool.wake_all()
-                idle_since, attempt = time.monotonic(), 0
-            else:
-                attempt += 1
-
-    def _pump(self) -> None:
-        """Move every source's backlog into ESG_in as far as there is room (drainer)."""
-        waited = False
-        for store in self.sources:
-            if not store.has_backlog():
-                continue
-            waited = True
-            if not store.lock.acquire(timeout=LOCK_WAIT_S):
-                self.pool.drainer_wake.set()  # a producer holds it: come back soon
-                continue
-            try:
-                self._feed(store)
-            finally:
-                store.lock.release()
-        if waited:
-            self.pool.wake_all()
+        self.feeder.feed(store)
 
     # -- reconfiguration (Alg. 5-6) --------------------------------------------------------
 
@@ -368,7 +260,7 @@ class Pipeline:
                 with store.lock:
                     if not store.closed:
                         store.controls.append(epoch)
-                        self._feed(store)
+                        self.feeder.feed(store)
         self.pool.wake_all()
         return epoch
 
@@ -413,7 +305,7 @@ class Pipeline:
         try:
             while not pool.stopping:
                 pool.drainer_wake.clear()
-                self._pump()
+                self.feeder.pump()
                 batch = self.esg_out.get_ready_batch(0, 1 << 14)
                 if len(batch) == 0:
                     pool.drainer_wake.wait()  # set by instances, producers and stop
@@ -485,6 +377,15 @@ class Pipeline:
                 logger.warning("thread %s did not stop within %.1f s", thread.name, timeout_s)
         with self._switched:
             self._switched.notify_all()
+
+    @property
+    def trim_rows(self) -> int:
+        """A source drops rows no instance reads any more once it can drop this many."""
+        return self.feeder.trim_rows
+
+    @trim_rows.setter
+    def trim_rows(self, rows: int) -> None:
+        self.feeder.trim_rows = rows
 
     def __enter__(self) -> Pipeline:
         return self
