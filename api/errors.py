@@ -23,11 +23,13 @@ from stretch.errors import (
     OperatorError,
     ReconfigurationError,
     SchemaError,
+    StoppedError,
     StretchError,
 )
 
 __all__ = [
     "ConflictError",
+    "LimitError",
     "NotFoundError",
     "TooLargeError",
     "UnsupportedMediaError",
@@ -53,6 +55,10 @@ class TooLargeError(InputError):
     """A batch larger than the whole ingest buffer: it can never fit, split it (413)."""
 
 
+class LimitError(StretchError):
+    """A request that would pass one of the service's limits on what it runs (507)."""
+
+
 class UnsupportedMediaError(InputError):
     """A body in a content type the route does not read (415)."""
 
@@ -61,9 +67,11 @@ class UnsupportedMediaError(InputError):
 _STATUS: Sequence[tuple[type[StretchError], int]] = (
     (NotFoundError, 404),
     (ConflictError, 409),
+    (StoppedError, 409),
     (TooLargeError, 413),
     (UnsupportedMediaError, 415),
     (CapacityError, 429),
+    (LimitError, 507),
     (SchemaError, 422),
     (LateTupleError, 422),
     (OperatorError, 422),

@@ -91,10 +91,10 @@ class LatencyObserver:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop and join the thread."""
+        """Stop the thread and join it (it ends within one ``poll_s``)."""
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join()
+            self._thread.join(10 * self._poll_s)
 
     def _run(self) -> None:
         offset = 0

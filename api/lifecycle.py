@@ -95,7 +95,8 @@ async def reconfigure(
     name: NAME, body: ReconfigureRequest, operators: Registry
 ) -> ReconfigureAccepted:
     """Queue a new parallelism and/or mapping; it takes effect at an epoch barrier."""
-    epoch = operators.get(name).pipeline.reconfigure(body.parallelism, body.mapping)
+    pipeline = operators.get(name).pipeline
+    epoch = await run_in_threadpool(pipeline.reconfigure, body.parallelism, body.mapping)
     return ReconfigureAccepted(epoch=epoch)
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import Depends, FastAPI, Response
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
@@ -22,6 +23,8 @@ from api import autoscale, lifecycle, streams
 from api.auth import require_token
 from api.errors import install_error_handlers
 from api.guard import BodyLimits, RequestGuard
+from api.limits import ServiceLimits
+from api.long_polls import LongPolls
 from api.metrics import ServiceMetrics
 from api.operators import OperatorRegistry
 from stretch import __version__
@@ -29,13 +32,18 @@ from stretch import __version__
 __all__ = ["create_app"]
 
 
-def create_app(token: str | None = None, body_limits: BodyLimits | None = None) -> FastAPI:
+def create_app(
+    token: str | None = None,
+    limits: ServiceLimits | None = None,
+    body_limits: BodyLimits | None = None,
+) -> FastAPI:
     """A new app with its own operators and metrics registry.
 
     Args:
-        body_limits: The largest request bodies it reads (default ``BodyLimits()``).
         token: If set, every ``/v1`` route and ``/metrics`` need ``Authorization: Bearer
             <token>`` (``/healthz`` and ``/readyz`` stay open).
+        limits: What the service holds at most (defaults of ``ServiceLimits``).
+        body_limits: The largest request bodies it reads (default ``BodyLimits()``).
 
     Returns:
         The app; its operators stop when the app's lifespan ends.
@@ -43,7 +51,9 @@ def create_app(token: str | None = None, body_limits: BodyLimits | None = None) 
     """
     # The collector reads the registry at scrape time; the name binds late on purpose.
     metrics = ServiceMetrics(lambda: operators.snapshots())  # noqa: PLW0108
-    operators = OperatorRegistry(metrics)
+    limits = limits or ServiceLimits()
+    operators = OperatorRegistry(metrics, limits)
+    long_polls = LongPolls(limits.max_long_polls)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -62,6 +72,7 @@ def create_app(token: str | None = None, body_limits: BodyLimits | None = None) 
     app.state.token = token.encode() if token else None
     app.state.metrics = metrics
     app.state.operators = operators
+    app.state.long_polls = long_polls
     install_error_handlers(app)
     app.state.body_limits = body_limits or BodyLimits()
     app.add_middleware(RequestGuard, limits=app.state.body_limits)
@@ -75,10 +86,22 @@ def create_app(token: str | None = None, body_limits: BodyLimits | None = None) 
         """Liveness: the process answers."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["probes"])
-    async def readyz() -> dict[str, str | int]:
-        """Readiness: the app takes requests; counts its operators."""
-        return {"status": "ready", "operators": len(operators.all())}
+    @app.get("/readyz", tags=["probes"], responses={503: {"description": "cannot serve now"}})
+    async def readyz() -> JSONResponse:
+        """Readiness: the app can take requests now; counts its operators.
+
+        503 while every worker thread is busy or the long-poll limit is reached.
+        """
+        threads = anyio.to_thread.current_default_thread_limiter()
+        problems = []
+        if threads.borrowed_tokens >= threads.total_tokens:
+            problems.append(f"all {int(threads.total_tokens)} worker threads are busy")
+        if long_polls.full:
+            problems.append(f"{long_polls.waiting} output reads wait, the limit")
+        body: dict[str, str | int] = {"operators": len(operators.all())}
+        if problems:
+            return JSONResponse({**body, "status": "busy", "detail": "; ".join(problems)}, 503)
+        return JSONResponse({**body, "status": "ready"})
 
     @app.get("/metrics", tags=["probes"], response_class=Response, dependencies=guarded)
     async def metrics_route() -> Response:

@@ -2,18 +2,17 @@
 
 HTTP adds three things to a ``stretch`` pipeline: idempotent batches (a ``batch_id`` seen
 before on a source is acknowledged and ignored, since Spark's ``foreachBatch`` is
-at-least-once), non-blocking admission (a batch that does not fit in ESG_in's free room
-is refused with ``CapacityError`` -> 429 instead of blocking a server thread; nothing is
-dropped, the client retries; a source that every other open source waits for is
-admitted and waits for room instead, since only its rows can free the gate), and
-per-source counters for the status and the metrics. A self-join declared ``one_stream``
+at-least-once), admission that never blocks a server thread (a batch is taken when the
+rows of the source's earlier batches are all in ESG_in; rows that do not fit at once wait
+in the source and go in as readers free room; otherwise ``CapacityError`` -> 429, nothing
+is dropped and the client retries), and per-source counters for the status and the
+metrics. A self-join declared ``one_stream``
 in the catalog (hedge) has one REST source whose batches feed both its pipeline sources.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Mapping
@@ -22,8 +21,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from api.errors import ConflictError, NotFoundError, TooLargeError
+from api.batch_ids import BatchIds
+from api.errors import ConflictError, LimitError, NotFoundError, TooLargeError
 from api.latency import ArrivalClock, LatencyObserver
+from api.limits import ServiceLimits
 from api.metrics import OperatorSnapshot, ServiceMetrics
 from controller import Autoscaler, PolicyConfig, autoscale
 from stretch.errors import CapacityError, LateTupleError, OperatorError
@@ -39,13 +40,16 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_PARALLELISM = 4
 
+MAX_PENDING_RECONFIGURATIONS = 100
+"""Reconfigurations of one operator that may wait for their barrier; more get 429."""
+
 
 @dataclass
 class SourceCounters:
     """What one source received over HTTP, and the batch ids it has seen."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    batch_ids: set[int] = field(default_factory=set)
+    batch_ids: BatchIds = field(default_factory=BatchIds)
     tuples_in: int = 0
     batches: int = 0
     duplicate_batches: int = 0
@@ -62,6 +66,7 @@ class ManagedOperator:
         pipeline: The running pipeline.
         capacity: ESG_in's capacity, the ingest admission bound.
         metrics: The service's metrics.
+        limits: The service's limits on buffered rows.
         one_stream: The operator joins one stream with itself (catalog ``one_stream``):
             clients send it as source 0, which feeds every pipeline source.
 
@@ -75,15 +80,22 @@ class ManagedOperator:
         pipeline: Pipeline,
         capacity: int,
         metrics: ServiceMetrics,
+        limits: ServiceLimits,
+        *,
         one_stream: bool = False,
     ) -> None:
         self.name = name
         self.operator = operator
         self.params = dict(params)
         self.pipeline = pipeline
+        pipeline.max_pending_reconfigurations = MAX_PENDING_RECONFIGURATIONS
         self.capacity = capacity
         inputs = range(len(pipeline.sources))
         self._feeds = (tuple(inputs),) if one_stream else tuple((i,) for i in inputs)
+        # A one-stream batch goes into every pipeline source it feeds, so it takes their room.
+        self.max_batch_rows = min(capacity // len(self._feeds[0]), limits.max_held_rows)
+        self.limits = limits
+        self.threads = pipeline.max_parallelism + 2  # the pool, the drainer, the observer
         self.sources = [SourceCounters() for _ in self._feeds]
         self._metrics = metrics
         self._clock = ArrivalClock(len(self.sources))
@@ -112,7 +124,7 @@ class ManagedOperator:
         return self.sources[source]
 
     def _check_open(self, source: int) -> None:
-        if self.pipeline.sources[self._feeds[source][0]].closed:
+        if self.pipeline.sources[self._feeds[source][0]].input_closed:
             msg = f"{self.where(source)} is closed; it takes no more input"
             raise ConflictError(msg)
 
@@ -122,8 +134,10 @@ class ManagedOperator:
         Raises:
             NotFoundError: no such source.
             ConflictError: the source is closed.
-            TooLargeError: the batch is larger than the whole ingest buffer.
-            CapacityError: ESG_in has no room for the batch now (retry later).
+            TooLargeError: the batch is larger than ``max_batch_rows``.
+            CapacityError: rows of the source's earlier batches still wait for ESG_in,
+                or the output log or the reorder buffer is full (retry later).
+            StoppedError: the operator was deleted meanwhile.
             SchemaError, LateTupleError: from the runtime; nothing was added.
 
         """
@@ -137,23 +151,23 @@ class ManagedOperator:
             feeds = self._feeds[source]
             first = feeds[0]
             rows = table.num_rows
-            largest = self.capacity // len(feeds)
-            if rows > largest:
+            if rows > self.max_batch_rows:
                 msg = (
-                    f"{self.where(source)}: a batch of {rows} rows can never fit the "
-                    f"ingest buffer of {self.capacity} (at most {largest} rows a batch); "
-                    "split it"
+                    f"{self.where(source)}: a batch of {rows} rows can never fit; the largest "
+                    f"batch this operator takes is {self.max_batch_rows} rows (its ingest "
+                    "capacity); split it"
                 )
                 raise TooLargeError(msg)
-            table = conform(table, self.pipeline.sources[first].schema, self.where(source))
-            ts = table.column(TS).to_numpy()
-            if not self.pipeline.esg_in.fits(first, ts) and not self._holds_back_merge(source):
-                free = self.capacity - self.pipeline.esg_in.occupancy()
+            waiting = max(self.pipeline.backlog(fed) for fed in feeds)
+            if waiting:
                 msg = (
-                    f"{self.where(source)}: the ingest buffer cannot take the batch's {rows} "
-                    f"rows now ({free} rows free, part held for sources behind); retry later"
+                    f"{self.where(source)}: {waiting} rows of earlier batches still wait for "
+                    "room in the ingest gate (for readers, or for the other sources to catch "
+                    "up); retry later"
                 )
                 raise CapacityError(msg)
+            table = conform(table, self.pipeline.sources[first].schema, self.where(source))
+            self._check_buffers(first, table)
             arrival_s = time.time()
             try:
                 added = self.pipeline.add(first, table)
@@ -173,24 +187,33 @@ class ManagedOperator:
                 self._clock.record(source, int(table.column(TS)[0].as_py()), arrival_s)
             return added, False
 
-    def _frontier(self, source: int) -> float:
-        store = self.pipeline.sources[source]
-        known = [x for x in (store.last_ts, store.watermark) if x is not None]
-        return max(known) if known else -math.inf
+    def _check_buffers(self, source: int, table: pa.Table) -> None:
+        """Refuse a batch while the output log or the source's reorder buffer is full.
 
-    def _holds_back_merge(self, source: int) -> bool:
-        """Whether ``source`` is strictly behind every other open source.
+        Raises:
+            CapacityError: the log holds ``max_uncommitted_rows`` uncommitted rows, or the
+                reorder buffer would hold more than ``max_held_rows`` after the batch.
 
-        Then the tuples filling ESG_in wait for this source's rows to become ready, so
-        refusing it would deadlock: its batch is admitted and ``add`` waits for room,
-        which its own rows free.
         """
-        others = [
-            self._frontier(feeds[0])
-            for i, feeds in enumerate(self._feeds)
-            if i != source and not self.pipeline.sources[feeds[0]].closed
-        ]
-        return bool(others) and self._frontier(self._feeds[source][0]) < min(others)
+        log = self.pipeline.log
+        uncommitted = log.end_offset - log.start_offset
+        if uncommitted >= self.limits.max_uncommitted_rows:
+            msg = (
+                f"{self.where(source)}: the output log holds {uncommitted} rows not committed "
+                f"(limit {self.limits.max_uncommitted_rows}); read the output and commit it "
+                "(POST .../output/commit), then retry"
+            )
+            raise CapacityError(msg)
+        reorder = self.pipeline.sources[source].reorder
+        held = reorder.held_after(table.column(TS).to_numpy())
+        if held > self.limits.max_held_rows:
+            msg = (
+                f"{self.where(source)}: its reorder buffer would hold {held} rows (limit "
+                f"{self.limits.max_held_rows}) waiting for the released watermark "
+                f"(largest ts - allowed lateness {reorder.allowed_lateness_ms} ms); send a "
+                "watermark (POST .../watermark) to release them, then retry"
+            )
+            raise CapacityError(msg)
 
     def _late_rows(self, source: int, table: pa.Table) -> int:
         """Rows of a rejected batch older than the source's released watermark."""
@@ -310,7 +333,7 @@ class ManagedOperator:
             {
                 "index": i,
                 "watermark": stats["watermarks"][self._feeds[i][0]],
-                "closed": self.pipeline.sources[self._feeds[i][0]].closed,
+                "closed": self.pipeline.sources[self._feeds[i][0]].input_closed,
                 "tuples_in": c.tuples_in,
                 "batches": c.batches,
                 "duplicate_batches": c.duplicate_batches,
@@ -325,6 +348,7 @@ class ManagedOperator:
             "epoch": stats["epoch"],
             "parallelism": stats["parallelism"],
             "max_parallelism": stats["max_parallelism"],
+            "max_batch_rows": self.max_batch_rows,
             "mapping": list(self.pipeline.pool.current.mapping),
             "watermarks": [stats["watermarks"][feeds[0]] for feeds in self._feeds],
             "sources": sources,
@@ -357,11 +381,13 @@ class OperatorRegistry:
 
     Args:
         metrics: The service's metrics.
+        limits: What the service holds at most.
 
     """
 
-    def __init__(self, metrics: ServiceMetrics) -> None:
+    def __init__(self, metrics: ServiceMetrics, limits: ServiceLimits) -> None:
         self._metrics = metrics
+        self.limits = limits
         self._operators: dict[str, ManagedOperator] = {}
         self._lock = threading.Lock()
 
@@ -382,6 +408,7 @@ class OperatorRegistry:
 
         Raises:
             ConflictError: ``name`` is taken.
+            LimitError: the operator would pass the service's operators or threads limit.
             OperatorError: unknown operator or parameter, or forward without ``columns``.
             ReconfigurationError: parallelism outside ``1..max_parallelism``.
             OperatorError: an autoscale policy that does not fit the pool.
@@ -399,6 +426,7 @@ class OperatorRegistry:
                 raise ConflictError(msg)
             op = build(operator, params)
             n = max_parallelism or max(parallelism, DEFAULT_MAX_PARALLELISM)
+            self._check_limits(name, n)
             pipeline = setup(
                 op, parallelism, n, capacity=capacity, allowed_lateness_ms=allowed_lateness_ms
             )
@@ -409,6 +437,7 @@ class OperatorRegistry:
                 pipeline,
                 capacity,
                 self._metrics,
+                self.limits,
                 one_stream=CATALOG[operator].one_stream,
             )
             if policy is not None:
@@ -420,6 +449,24 @@ class OperatorRegistry:
             self._operators[name] = managed
         logger.info("started operator %r (%s, m=%d, n=%d)", name, operator, parallelism, n)
         return managed
+
+    def _check_limits(self, name: str, n: int) -> None:
+        """Raise ``LimitError`` if operator ``name`` of pool size n passes a limit."""
+        limits = self.limits
+        if len(self._operators) >= limits.max_operators:
+            msg = (
+                f"operator {name!r}: the service runs {len(self._operators)} operators, its "
+                f"limit (--max-operators {limits.max_operators}); delete one first"
+            )
+            raise LimitError(msg)
+        threads = sum(op.threads for op in self._operators.values())
+        if threads + n + 2 > limits.max_pool_threads:
+            msg = (
+                f"operator {name!r}: a pool of {n} costs {n + 2} threads and the operators "
+                f"use {threads} of the service's {limits.max_pool_threads} "
+                "(--max-pool-threads); lower max_parallelism or delete an operator"
+            )
+            raise LimitError(msg)
 
     def get(self, name: str) -> ManagedOperator:
         """The operator named ``name``.

@@ -163,6 +163,7 @@ class OperatorStatus(BaseModel):
     epoch: int
     parallelism: int
     max_parallelism: int
+    max_batch_rows: int = Field(description="the largest batch a source takes (else 413)")
     mapping: list[int] = Field(description="f_mu: key group -> instance, in force now")
     watermarks: list[int | None] = Field(description="per source")
     sources: list[SourceStatus]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import uvicorn
 
+from api.limits import ServiceLimits
 from api.main import create_app
 
 __all__ = ["TOKEN_ENV", "check_exposure", "is_loopback", "read_token", "serve"]
@@ -85,6 +86,7 @@ def serve(
     token_file: str | None = None,
     insecure: bool = False,
     access_log: bool = False,
+    limits: ServiceLimits | None = None,
 ) -> None:
     """Serve the app on ``host:port`` until interrupted (SIGINT or SIGTERM).
 
@@ -98,6 +100,7 @@ def serve(
         token_file: A file holding the bearer token (else ``$STRETCH_TOKEN``, else none).
         insecure: Serve without a token on a non-loopback host.
         access_log: Log one line per request.
+        limits: What the service holds at most (defaults of ``ServiceLimits``).
 
     Raises:
         ValueError: No token on a non-loopback host without ``insecure``, or an empty
@@ -114,7 +117,7 @@ def serve(
         url,
     )
     uvicorn.run(
-        create_app(token),
+        create_app(token, limits),
         host=host,
         port=port,
         log_level="info",

@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from api.codec import ARROW_STREAM, decode_batch, encode_arrow, json_rows, sort_by_ts
 from api.guard import BodyLimits
 from api.lifecycle import ERRORS, NAME, Registry
+from api.long_polls import LongPolls
 from api.operators import ManagedOperator
 from api.schemas import (
     INT64_MAX,
@@ -124,6 +125,12 @@ async def close(name: NAME, source: SOURCE, operators: Registry) -> dict[str, An
     return {}
 
 
+def long_polls(request: Request) -> LongPolls:
+    """The app's long-poll bookkeeping."""
+    polls: LongPolls = request.app.state.long_polls
+    return polls
+
+
 @router.get(
     "/{name}/output",
     response_model=OutputPage,
@@ -137,6 +144,7 @@ async def close(name: NAME, source: SOURCE, operators: Registry) -> dict[str, An
 )
 async def output(
     name: NAME,
+    request: Request,
     operators: Registry,
     offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
     max_rows: Annotated[int, Query(ge=1, le=1_000_000)] = 10_000,
@@ -145,9 +153,17 @@ async def output(
     ] = 0,
     accept: Annotated[str, Header()] = "application/json",
 ) -> Response:
-    """Output rows from ``offset`` (``ts`` first), waiting up to ``wait_ms`` for one."""
+    """Output rows from ``offset`` (``ts`` first), waiting up to ``wait_ms`` for one.
+
+    The wait holds no worker thread (``api.long_polls``); at most ``--max-long-polls``
+    reads wait at once, another gets 429. A read whose operator is deleted while it
+    waits gets 404.
+    """
     pipeline = operators.get(name).pipeline
-    table, next_offset = await run_in_threadpool(pipeline.output, offset, max_rows, wait_ms / 1000)
+    if wait_ms > 0:
+        await long_polls(request).wait(pipeline.log, offset, wait_ms / 1000)
+        pipeline = operators.get(name).pipeline
+    table, next_offset = pipeline.output(offset, max_rows)
     if ARROW_STREAM in accept:
         return Response(
             encode_arrow(table), media_type=ARROW_STREAM, headers={NEXT_OFFSET: str(next_offset)}
@@ -163,5 +179,5 @@ async def output(
 )
 async def commit(name: NAME, body: CommitRequest, operators: Registry) -> dict[str, Any]:
     """Everything before ``offset`` was consumed; the log may trim it."""
-    operators.get(name).pipeline.commit(body.offset)
+    await run_in_threadpool(operators.get(name).pipeline.commit, body.offset)
     return {}

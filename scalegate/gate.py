@@ -12,7 +12,7 @@ arguments, calls the kernels and turns their status codes into exceptions and ba
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import index
 from typing import Any
@@ -62,7 +62,7 @@ from scalegate._nodes import (
     TS_MIN,
     WATERMARK,
 )
-from stretch.errors import CapacityError
+from stretch.errors import CapacityError, StoppedError
 
 __all__ = ["ElasticScaleGate", "ReadyBatch"]
 
@@ -189,31 +189,43 @@ class ElasticScaleGate:
             raise ValueError(msg)
         self._add_node(self._source_id(source_id), index(ts), index(payload), kind, False)
 
-    def add_watermark(self, source_id: int, ts: int) -> None:
-        """Add a WATERMARK node; ``ts == TS_MAX`` (INT64 max) ends the source. O(log d)."""
-        self._add_node(self._source_id(source_id), index(ts), 0, WATERMARK, False)
+    def add_watermark(
+        self, source_id: int, ts: int, stop: Callable[[], bool] | None = None
+    ) -> None:
+        """Add a WATERMARK node; ``ts == TS_MAX`` (INT64 max) ends the source. O(log d).
+
+        Raises:
+            StoppedError: ``stop()`` became true while the add waited for room.
+
+        """
+        self._add_node(self._source_id(source_id), index(ts), 0, WATERMARK, False, stop)
 
     def add_control(self, source_id: int, payload: int) -> None:
         """Add a CONTROL node at the source's last ts (gamma, Alg. 5), after its last node."""
         self._add_node(self._source_id(source_id), 0, index(payload), CONTROL, True)
 
-    def add_batch(self, source_id: int, ts: ArrayLike, payload: ArrayLike) -> None:
+    def add_batch(
+        self,
+        source_id: int,
+        ts: ArrayLike,
+        payload: ArrayLike,
+        stop: Callable[[], bool] | None = None,
+    ) -> None:
         """Add DATA nodes; ``ts`` non-decreasing and not before the source's last ts.
 
         O(n log d). When full: with ``block`` the batch goes in as room frees (readers may
-        see part of it before the call returns); without, nothing is added.
+        see part of it before the call returns) until ``stop()`` is true; without, nothing
+        is added.
 
         Raises:
             ValueError: As ``add_tuple``, or mismatched lengths; the gate is unchanged.
             CapacityError: The whole batch does not fit and ``block`` is False.
+            StoppedError: ``stop()`` became true while the add waited for room; a prefix
+                of the batch may have gone in.
 
         """
         s = self._source_id(source_id)
-        ts_arr = np.ascontiguousarray(ts, dtype=np.int64)
-        pl_arr = np.ascontiguousarray(payload, dtype=np.int64)
-        if ts_arr.ndim != 1 or ts_arr.shape != pl_arr.shape:
-            msg = f"source {s}: ts {ts_arr.shape} and payload {pl_arr.shape} differ or are not 1-d"
-            raise ValueError(msg)
+        ts_arr, pl_arr = self._columns(s, ts, payload)
         done, attempt = 0, 0
         while done < ts_arr.shape[0]:
             n = k.add_batch(*self._state, s, ts_arr[done:], pl_arr[done:], self.block)
@@ -221,15 +233,86 @@ class ElasticScaleGate:
                 done, attempt = done + n, 0
             else:
                 self._raise_add(n, s, ts_arr[done:], ts_arr.shape[0] - done)
-                _backoff(attempt)
+                self._wait(s, attempt, stop)
                 attempt += 1
 
-    def _add_node(self, s: int, ts: int, payload: int, kind: int, at_frontier: bool) -> None:
+    def offer_batch(self, source_id: int, ts: ArrayLike, payload: ArrayLike) -> int:
+        """Add the prefix of DATA nodes that flow control admits now; return its length.
+
+        Never waits for room (only, briefly, for the gate's lock): 0 means nothing fits
+        now. Arguments as ``add_batch``. O(n log d).
+
+        Raises:
+            ValueError: As ``add_batch``; the gate is unchanged.
+
+        """
+        s = self._source_id(source_id)
+        ts_arr, pl_arr = self._columns(s, ts, payload)
+        attempt = 0
+        while (n := k.add_batch(*self._state, s, ts_arr, pl_arr, True)) == BUSY:
+            _backoff(attempt)
+            attempt += 1
+        if n == FULL:
+            return 0
+        if n < 0:
+            self._raise_add(n, s, ts_arr, ts_arr.shape[0])
+        return int(n)
+
+    def offer_control(self, source_id: int, payload: int) -> bool:
+        """``add_control`` if flow control admits the node now; return whether it went in."""
+        return self._offer_node(self._source_id(source_id), 0, index(payload), CONTROL, True)
+
+    def offer_watermark(self, source_id: int, ts: int) -> bool:
+        """``add_watermark`` if flow control admits the node now; return whether it went in."""
+        return self._offer_node(self._source_id(source_id), index(ts), 0, WATERMARK, False)
+
+    def _columns(
+        self, s: int, ts: ArrayLike, payload: ArrayLike
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        ts_arr = np.ascontiguousarray(ts, dtype=np.int64)
+        pl_arr = np.ascontiguousarray(payload, dtype=np.int64)
+        if ts_arr.ndim != 1 or ts_arr.shape != pl_arr.shape:
+            msg = f"source {s}: ts {ts_arr.shape} and payload {pl_arr.shape} differ or are not 1-d"
+            raise ValueError(msg)
+        return ts_arr, pl_arr
+
+    def _add_node(
+        self,
+        s: int,
+        ts: int,
+        payload: int,
+        kind: int,
+        at_frontier: bool,
+        stop: Callable[[], bool] | None = None,
+    ) -> None:
         attempt = 0
         while (status := k.add_node(*self._state, s, ts, payload, kind, at_frontier)) != 1:
             self._raise_add(status, s, np.array([ts], dtype=np.int64), 1)
+            self._wait(s, attempt, stop)
+            attempt += 1
+
+    def _offer_node(self, s: int, ts: int, payload: int, kind: int, at_frontier: bool) -> bool:
+        attempt = 0
+        while (status := k.add_node(*self._state, s, ts, payload, kind, at_frontier)) == BUSY:
             _backoff(attempt)
             attempt += 1
+        if status == FULL:
+            return False
+        if status != 1:
+            self._raise_add(status, s, np.array([ts], dtype=np.int64), 1)
+        return True
+
+    @staticmethod
+    def _wait(s: int, attempt: int, stop: Callable[[], bool] | None) -> None:
+        """Back off before retrying an add, unless ``stop()`` says to give up.
+
+        ``stop`` is called once per retry, so a caller may also use it to nudge the
+        readers that free room.
+        """
+        if stop is not None and stop():
+            msg = f"source {s}: stopped while waiting for room in the gate"
+            raise StoppedError(msg)
+        _backoff(attempt)
 
     def _raise_add(self, status: int, s: int, ts: NDArray[np.int64], need: int) -> None:
         """Raise for a failed add, or return when it should be retried (BUSY, FULL+block)."""

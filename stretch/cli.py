@@ -245,6 +245,21 @@ def _parser() -> argparse.ArgumentParser:
         help="serve without a token on a host other than loopback (anyone reaching it "
         "can read and change every operator)",
     )
+    serve.add_argument(
+        "--max-operators", type=int, default=32, help="operators at once (default 32)"
+    )
+    serve.add_argument(
+        "--max-pool-threads",
+        type=int,
+        default=512,
+        help="threads of all operators together, n + 2 each (default 512)",
+    )
+    serve.add_argument(
+        "--max-long-polls",
+        type=int,
+        default=256,
+        help="output reads waiting for rows at once (default 256)",
+    )
     serve.set_defaults(run=_serve)
 
     demo = commands.add_parser(
@@ -414,17 +429,24 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from api.serve import serve  # noqa: PLC0415 - the web stack loads only for this command
+    from api.limits import ServiceLimits  # noqa: PLC0415 - the web stack loads only here
+    from api.serve import serve  # noqa: PLC0415
 
     for name in load_operators(args.operators):
         log.info("loaded operator %r", name)
     try:
+        limits = ServiceLimits(
+            max_operators=args.max_operators,
+            max_pool_threads=args.max_pool_threads,
+            max_long_polls=args.max_long_polls,
+        )
         serve(
             args.host,
             args.port,
             args.token_file,
             insecure=args.insecure,
             access_log=args.access_log,
+            limits=limits,
         )
     except (OSError, ValueError) as exc:
         raise InputError(str(exc)) from exc

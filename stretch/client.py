@@ -1,8 +1,9 @@
 """A small typed client of the sidecar's REST API (used by tests, benchmarks and Spark).
 
-``StretchClient`` speaks Arrow IPC for batches and output, retries a batch that got 429
-(the ingest buffer was full) with exponential backoff up to a deadline, and raises
-``ServiceError`` carrying the status and the service's ``detail`` for any other error.
+``StretchClient`` speaks Arrow IPC for batches and output, splits a batch larger than the
+operator takes into parts, retries a part that got 429 (the ingest buffer was full) with
+exponential backoff up to a deadline, and raises ``ServiceError`` carrying the status and
+the service's ``detail`` for any other error.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ __all__ = ["ARROW_STREAM", "BatchResult", "ServiceError", "StretchClient"]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 NEXT_OFFSET = "Stretch-Next-Offset"
+PART_BITS = 16
+"""Batch id k is sent as the service's ids ``k * 2**PART_BITS + i`` of its parts i."""
 
 
 class ServiceError(StretchError):
@@ -78,6 +81,7 @@ class StretchClient:
         )
         self._headers = headers
         self._timeout_s = timeout_s
+        self._batch_limits: dict[str, int] = {}
 
     def __enter__(self) -> StretchClient:
         return self
@@ -147,6 +151,7 @@ class StretchClient:
 
     def delete_operator(self, name: str) -> None:
         """Stop operator ``name`` and drop it."""
+        self._batch_limits.pop(name, None)
         self._request("DELETE", f"/v1/operators/{name}")
 
     # -- input -----------------------------------------------------------------------------
@@ -161,11 +166,50 @@ class StretchClient:
     ) -> BatchResult:
         """Send a batch (an Arrow table, or JSON rows), retrying while the service says 429.
 
+        A batch larger than the operator takes (its status' ``max_batch_rows``) is sent in
+        parts, in order. Batch id k goes to the service as ``k * 2**PART_BITS + i`` for
+        part i (part 0 when not split), so a resent batch is recognised part by part: use
+        ids below ``2**(63 - PART_BITS)`` and do not mix them with raw ids on one source.
+
+        Returns:
+            The rows accepted over all parts, and whether every part was a duplicate.
+
         Raises:
             CapacityError: the service was still full after ``retry_s`` seconds.
             ServiceError: any other error answer.
 
         """
+        limit = self._max_batch_rows(name)
+        rows = batch.num_rows if isinstance(batch, pa.Table) else len(batch)
+        deadline = time.monotonic() + retry_s
+        accepted, duplicate = 0, True
+        for part, start in enumerate(range(0, max(rows, 1), limit)):
+            piece = (
+                batch.slice(start, limit)
+                if isinstance(batch, pa.Table)
+                else batch[start : start + limit]
+            )
+            part_id = None if batch_id is None else (batch_id << PART_BITS) + part
+            result = self._send_part(name, source, piece, part_id, deadline, retry_s)
+            accepted += result.accepted
+            duplicate = duplicate and result.duplicate
+        return BatchResult(accepted, duplicate)
+
+    def _max_batch_rows(self, name: str) -> int:
+        """The largest batch operator ``name`` takes (asked once per name)."""
+        if name not in self._batch_limits:
+            self._batch_limits[name] = int(self.status(name)["max_batch_rows"])
+        return self._batch_limits[name]
+
+    def _send_part(
+        self,
+        name: str,
+        source: int,
+        batch: pa.Table | Sequence[Mapping[str, Any]],
+        batch_id: int | None,
+        deadline: float,
+        retry_s: float,
+    ) -> BatchResult:
         if isinstance(batch, pa.Table):
             kwargs: dict[str, Any] = {
                 "content": _arrow_bytes(batch),
@@ -174,7 +218,6 @@ class StretchClient:
         else:
             kwargs = {"json": {"rows": [dict(row) for row in batch]}}
         params = {"batch_id": batch_id} if batch_id is not None else {}
-        deadline = time.monotonic() + retry_s
         backoff_s = 0.002
         while True:
             try:
@@ -186,6 +229,8 @@ class StretchClient:
                 ).json()
                 return BatchResult(int(body["accepted"]), bool(body["duplicate"]))
             except ServiceError as exc:
+                if exc.status == 413:
+                    self._batch_limits.pop(name, None)  # the operator may have been replaced
                 if exc.status != 429:
                     raise
                 if time.monotonic() + backoff_s > deadline:

@@ -14,6 +14,7 @@ __all__ = [
     "OperatorError",
     "ReconfigurationError",
     "SchemaError",
+    "StoppedError",
     "StretchError",
 ]
 
@@ -44,3 +45,7 @@ class ReconfigurationError(StretchError):
 
 class CapacityError(StretchError):
     """A bounded buffer is full and the caller asked not to block."""
+
+
+class StoppedError(StretchError):
+    """The operator was stopped (deleted, shut down or failed) while a call used it."""

@@ -15,6 +15,7 @@ they got the sequence numbers they look up; row ``seq`` is at ``seq - base`` in 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from numpy.typing import NDArray
 
 from stretch.errors import LateTupleError
 from stretch.model.batch import Batch, StringDictionary
-from stretch.model.oplus import StreamTuple
+from stretch.model.oplus import END_OF_INPUT, StreamTuple
 from stretch.model.schema import ColumnType, Schema
 from stretch.vsn.reorder import ReorderBuffer
 
@@ -80,8 +81,10 @@ class SourceStore:
         self.dictionary = dictionary
         self.lock = threading.Lock()  # one producer at a time (add, control, watermark)
         self.last_ts: int | None = None
-        self.watermark: int | None = None
-        self.closed = False
+        self.watermark: int | None = None  # the latest watermark added to ESG_in
+        self.closed = False  # ESG_in got the end of input
+        self.fed = 0  # rows (by seq) already in ESG_in; the rest wait for room
+        self.controls: deque[int] = deque()  # epochs whose control tuple waits for room
         self._length = 0
         self._rows = self._allocate(0, 0)
         self._tuples: tuple[int, list[StreamTuple]] = (0, [])  # (base, StreamTuples)
@@ -89,6 +92,29 @@ class SourceStore:
 
     def __len__(self) -> int:
         return self._length
+
+    @property
+    def input_closed(self) -> bool:
+        """Whether the source's input ended (its rows may still wait to enter ESG_in)."""
+        return self.reorder.released == END_OF_INPUT
+
+    @property
+    def unfed(self) -> int:
+        """Rows stored but not yet in ESG_in (waiting for room)."""
+        return self._length - self.fed
+
+    def has_backlog(self) -> bool:
+        """Whether control tuples, rows or the released watermark still wait for ESG_in.
+
+        Read without the lock: a producer records what waits before it offers it to the
+        gate, so a reader that freed room and then sees no backlog freed it in time.
+        """
+        gate_watermark = self.watermark if self.watermark is not None else -END_OF_INPUT
+        return (
+            self.fed < self._length
+            or bool(self.controls)
+            or (self.reorder.released > gate_watermark and not self.closed)
+        )
 
     def append(self, data: pa.Table) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """Store a batch already conformed to the schema; return its ``ts`` and seqs.

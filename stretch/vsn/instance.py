@@ -33,6 +33,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from scalegate import CONTROL, DATA
+from stretch.errors import StoppedError
 from stretch.model.instance import OPlusInstance, OutputRow
 from stretch.model.mapping import groups_of
 from stretch.model.oplus import END_OF_INPUT, OPlus
@@ -133,7 +134,7 @@ class SharedPool(Protocol):
         sources: The input sources' stores, by source index.
         compiled: The operator's kernel path, or None for the generic path.
         audit: The ownership audit, if one is on.
-        plans: The plan of every epoch announced so far.
+        plans: The plan of the epoch in force and of every epoch announced after it.
         barrier: The epoch barrier (Alg. 4 L10-11).
         stopping: Set when the pipeline stops or an instance failed.
         drainer_wake: Wakes the drainer of ESG_out.
@@ -152,8 +153,6 @@ class SharedPool(Protocol):
     stopping: bool
     drainer_wake: threading.Event
     output_schema: pa.Schema
-    min_backoff_s: float
-    max_backoff_s: float
 
     def state_for(self, instance: VSNInstance) -> Sequence[WindowStore]:
         """sigma as ``instance`` accesses it."""
@@ -173,6 +172,9 @@ class SharedPool(Protocol):
 
     def store_block(self, block: OutputBlock) -> int:
         """Keep a block until the drainer takes its rows; return its first row's id."""
+
+    def backlog(self) -> bool:
+        """Whether a source has input waiting for room in ESG_in."""
 
 
 class VSNInstance:
@@ -252,29 +254,35 @@ class VSNInstance:
             self._rows = []
 
     def _run(self) -> None:
-        """The pool thread's loop: exponential backoff while idle or nothing is ready."""
+        """The pool thread's loop: it parks on ``wake`` while idle or nothing is ready.
+
+        ``wake`` is set by producers after they add to ESG_in, by ``provision`` and by
+        stop; it is cleared before looking for work, so no wake-up is lost. After taking
+        nodes (which frees room in ESG_in) the thread wakes the drainer if input waits
+        for room.
+        """
         shared = self.shared
-        backoff = shared.min_backoff_s
         try:
             while not shared.stopping:
+                self.wake.clear()
                 package = self._start
                 if package is not None:
                     self._start = None
                     self._begin(package)
-                    backoff = shared.min_backoff_s
                     continue
                 if self.connected:
-                    self.wake.clear()
                     batch = shared.esg_in.get_ready_batch(self.j, MAX_BATCH)
                     if batch is not None and len(batch.ts) > 0:
+                        if shared.backlog():
+                            shared.drainer_wake.set()
                         started = time.perf_counter_ns()
                         self._process(ReadyNodes.of(batch), 0)
                         self.busy_ns += time.perf_counter_ns() - started
-                        backoff = shared.min_backoff_s
                         continue
-                self.wake.wait(backoff)
-                backoff = min(backoff * 2, shared.max_backoff_s)
+                self.wake.wait()
         except BaseException as exc:  # surfaced by Pipeline.join / stats
+            if isinstance(exc, StoppedError) and shared.stopping:
+                return
             logger.exception("instance %d of %r failed", self.j, shared.op.name)
             shared.fail(exc)
 
@@ -331,8 +339,12 @@ class VSNInstance:
         for offset, (kind, ts) in enumerate(zip(kind_col, ts_col, strict=True)):
             i = start + offset
             if kind == CONTROL:  # L7-14 at the first control tuple of the next epoch
-                target = shared.plans[payload_col[offset]]
-                if target.epoch > self.plan.epoch and not self._reconfigure(nodes, i, target):
+                target = shared.plans.get(payload_col[offset])  # None: in force, dropped
+                if (
+                    target is not None
+                    and target.epoch > self.plan.epoch
+                    and not self._reconfigure(nodes, i, target)
+                ):
                     return False
                 continue
             if ts > oplus.watermark:  # L9-10: W grows
@@ -391,10 +403,23 @@ class VSNInstance:
                 ready = buffered.slice(0, cut)
                 first = shared.store_block(ready)
                 shared.esg_out.add_batch(
-                    self.j, ready.ts, np.arange(first, first + cut, dtype=np.int64)
+                    self.j,
+                    ready.ts,
+                    np.arange(first, first + cut, dtype=np.int64),
+                    self._waiting_for_room,
                 )
                 self.tuples_out += cut
+                shared.drainer_wake.set()
         if watermark > self._released:
-            shared.esg_out.add_watermark(self.j, watermark)
+            shared.esg_out.add_watermark(self.j, watermark, self._waiting_for_room)
             self._released = watermark
             shared.drainer_wake.set()
+
+    def _waiting_for_room(self) -> bool:
+        """Called while an add to ESG_out waits for room: return whether to give up.
+
+        Wakes the drainer, which frees the room (the part of the add already in may have
+        made other instances' rows ready); gives up when the pipeline stops.
+        """
+        self.shared.drainer_wake.set()
+        return self.shared.stopping

@@ -10,14 +10,17 @@ across trims.
 from __future__ import annotations
 
 import bisect
+import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import pyarrow as pa
 
 from stretch.errors import InputError
 
 __all__ = ["OutputLog"]
+
+logger = logging.getLogger(__name__)
 
 
 class OutputLog:
@@ -38,6 +41,7 @@ class OutputLog:
         self._commits = dict.fromkeys(readers, 0)
         self._finished = False
         self._changed = threading.Condition()
+        self._listeners: list[Callable[[], None]] = []
 
     @property
     def end_offset(self) -> int:
@@ -66,12 +70,34 @@ class OutputLog:
                     self._end += batch.num_rows
                     self._ends.append(self._end)
             self._changed.notify_all()
+            self._notify()
 
     def finish(self) -> None:
         """Mark the log complete: no row will be appended any more."""
         with self._changed:
             self._finished = True
             self._changed.notify_all()
+            self._notify()
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (quick, thread-safe, e.g. an event loop's wake-up) on changes.
+
+        It is called after every append and at the end, from the appending thread.
+        """
+        with self._changed:
+            self._listeners.append(listener)
+
+    def unsubscribe(self, listener: Callable[[], None]) -> None:
+        """Stop calling ``listener``."""
+        with self._changed:
+            self._listeners.remove(listener)
+
+    def _notify(self) -> None:
+        for listener in self._listeners:
+            try:
+                listener()
+            except Exception:  # a listener never stops the appender
+                logger.exception("an output log listener failed")
 
     def read(
         self, offset: int = 0, max_rows: int | None = None, wait_s: float = 0.0

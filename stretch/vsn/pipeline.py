@@ -22,12 +22,13 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from scalegate import DATA, ElasticScaleGate
-from stretch.errors import InputError, ReconfigurationError
+from stretch.errors import CapacityError, InputError, ReconfigurationError, StoppedError
 from stretch.model.batch import StringDictionary
 from stretch.model.mapping import default_mapping
 from stretch.model.oplus import END_OF_INPUT, OPlus
 from stretch.model.schema import conform
 from stretch.vsn.audit import OwnershipAudit
+from stretch.vsn.feeding import Feeder
 from stretch.vsn.ingest import SourceStore
 from stretch.vsn.instance import CompiledOperator
 from stretch.vsn.output_block import OutputBlock
@@ -39,11 +40,11 @@ __all__ = ["Pipeline"]
 
 logger = logging.getLogger(__name__)
 
-ADD_CHUNK = 4096
-"""Rows per ESG_in ``add_batch`` call, so a big table never waits for the whole gate."""
+KEPT_RECONFIGURATIONS = 1024
+"""Reconfiguration records kept for ``reconfigurations`` (the most recent)."""
 
-TRIM_ROWS = 1 << 16
-"""A source drops rows no instance reads any more once it can drop this many at once."""
+JOIN_TIMEOUT_S = 10.0
+"""How long ``shutdown`` waits for each thread."""
 
 
 class Pipeline:
@@ -119,7 +120,9 @@ class Pipeline:
             self.audit,
             self._on_switch,
         )
-        self.trim_rows = TRIM_ROWS
+        self.feeder = Feeder(self.esg_in, self.pool, self.sources)
+        self.max_pending_reconfigurations: int | None = None  # a service sets a bound
+        self.kept_reconfigurations = KEPT_RECONFIGURATIONS
         self.log = OutputLog(self.pool.output_schema)
         self._latest = first
         self._reconfigure_lock = threading.Lock()
@@ -135,10 +138,14 @@ class Pipeline:
         """Add a batch (any order) to input ``source``; return its row count.
 
         Rows go through the source's reorder buffer (docs/design.md decision 8): they reach
-        ESG_in in ``ts`` order once the source's released watermark passes them.
+        ESG_in in ``ts`` order once the source's released watermark passes them. Never
+        waits for room in ESG_in: rows that do not fit now wait in the source (its
+        backlog, ``backlog``) and go in as readers free room.
 
         Raises:
             InputError: unknown or closed source.
+            StoppedError: the pipeline was stopped.
+            StretchError: an instance failed.
             SchemaError: the batch does not match the source's schema.
             LateTupleError: a row is older than the source's released watermark; nothing
                 of the batch is added.
@@ -151,6 +158,7 @@ class Pipeline:
             data = conform(table, store.schema, store.where)
             self._release(store, store.reorder.push(data))
         self.pool.wake_all()
+        self.feeder.help(store)
         return int(data.num_rows)
 
     def watermark(self, source: int, ts: int) -> None:
@@ -158,6 +166,7 @@ class Pipeline:
 
         Raises:
             InputError: unknown or closed source.
+            StoppedError: the pipeline was stopped.
 
         """
         store = self._source(source)
@@ -165,31 +174,32 @@ class Pipeline:
             self._check_open(store)
             self._release(store, store.reorder.advance(ts))
         self.pool.wake_all()
+        self.feeder.help(store)
 
     def close(self, source: int | None = None) -> None:
-        """End of input for ``source`` (or every source): flushes every window."""
-        for store in self.sources if source is None else [self._source(source)]:
+        """End of input for ``source`` (or every source): flushes every window.
+
+        Rows still waiting for room go in as readers free it (``Feeder.help`` waits a
+        little for them).
+        """
+        stores = self.sources if source is None else [self._source(source)]
+        for store in stores:
             with store.lock:
-                if not store.closed:
+                if not store.input_closed:
                     self._release(store, store.reorder.flush())
         self.pool.wake_all()
+        for store in stores:
+            self.feeder.help(store)
+
+    def backlog(self, source: int) -> int:
+        """Rows of ``source`` that wait for room in ESG_in, after trying to move them in."""
+        return self.feeder.backlog(self._source(source))
 
     def _release(self, store: SourceStore, rows: pa.Table | None) -> None:
-        """Move rows the reorder buffer freed into ESG_in, then the source's watermark."""
+        """Store the rows the reorder buffer freed and move what fits into ESG_in."""
         if rows is not None:
-            ts, seqs = store.append(rows)
-            for start in range(0, len(ts), ADD_CHUNK):
-                self.esg_in.add_batch(
-                    store.source, ts[start : start + ADD_CHUNK], seqs[start : start + ADD_CHUNK]
-                )
-            horizon = self.pool.trim_horizon()
-            if horizon is not None:
-                store.trim(horizon, self.trim_rows)
-        released = store.reorder.released
-        if released > (store.watermark if store.watermark is not None else -END_OF_INPUT):
-            self.esg_in.add_watermark(store.source, released)
-            store.watermark = released
-            store.closed = released == END_OF_INPUT
+            store.append(rows)
+        self.feeder.feed(store)
 
     # -- reconfiguration (Alg. 5-6) --------------------------------------------------------
 
@@ -206,7 +216,8 @@ class Pipeline:
         Its control tuple enters every open source at the source's last ts; the instances
         switch at the first of them in the merged stream (Alg. 4 L10-14), without waiting
         for more input. Requests made before an earlier one completes are applied after
-        it, in order.
+        it, in order. Never waits for room in ESG_in: a control tuple that does not fit
+        waits in its source and goes in before the source's next rows.
 
         Args:
             parallelism: m*, 1..n (None keeps the latest requested count).
@@ -217,10 +228,21 @@ class Pipeline:
         Raises:
             ReconfigurationError: an invalid request, or every source is closed; nothing
                 changed.
+            CapacityError: ``max_pending_reconfigurations`` (if set) are still pending.
+            StoppedError: the pipeline was stopped.
 
         """
         with self._reconfigure_lock:
             epoch = self._latest.epoch + 1
+            pending = self._latest.epoch - self.pool.current.epoch
+            limit = self.max_pending_reconfigurations
+            if limit is not None and pending >= limit:
+                msg = (
+                    f"operator {self.op.name!r}: {pending} reconfigurations are pending "
+                    f"(epoch {self.pool.current.epoch} is in force); each completes once "
+                    "the instances have processed the input before it; retry later"
+                )
+                raise CapacityError(msg)
             target = plan(
                 epoch,
                 self._latest.parallelism,
@@ -233,6 +255,7 @@ class Pipeline:
             if not open_sources:
                 msg = f"operator {self.op.name!r}: epoch {epoch}: every input is closed"
                 raise ReconfigurationError(msg)
+            self._check_running()
             self.pool.records[epoch] = ReconfigurationRecord(
                 epoch,
                 self._latest.parallelism,
@@ -242,11 +265,14 @@ class Pipeline:
                 reason=reason,
             )
             self.pool.plans[epoch] = target
+            for old in sorted(self.pool.records)[: -self.kept_reconfigurations]:
+                del self.pool.records[old]
             self._latest = target
             for store in open_sources:
                 with store.lock:
                     if not store.closed:
-                        self.esg_in.add_control(store.source, epoch)
+                        store.controls.append(epoch)
+                        self.feeder.feed(store)
         self.pool.wake_all()
         return epoch
 
@@ -283,20 +309,19 @@ class Pipeline:
         """ESG_out -> output log: a ``ts`` is complete once a later node is ready.
 
         ESG_out delivers nodes in ts order, so every row of a batch with a ts below the
-        batch's last ts is complete; rows at the last ts wait for a later node.
+        batch's last ts is complete; rows at the last ts wait for a later node. The
+        drainer also moves the sources' backlogs into ESG_in when instances freed room.
         """
         pool = self.pool
         pending: list[tuple[OutputBlock, NDArray[np.int64]]] = []  # rows, their sources
-        backoff = pool.min_backoff_s
         try:
             while not pool.stopping:
                 pool.drainer_wake.clear()
+                self.feeder.pump()
                 batch = self.esg_out.get_ready_batch(0, 1 << 14)
                 if len(batch) == 0:
-                    pool.drainer_wake.wait(backoff)
-                    backoff = min(backoff * 2, pool.max_backoff_s)
+                    pool.drainer_wake.wait()  # set by instances, producers and stop
                     continue
-                backoff = pool.min_backoff_s
                 last = int(batch.ts[-1])
                 data = batch.kind == DATA
                 rows, sources = pool.take_rows(batch.payload[data]), batch.source[data]
@@ -349,16 +374,30 @@ class Pipeline:
         self.pool.raise_failure()
         return finished
 
-    def shutdown(self) -> None:
-        """Stop and join every thread of the pipeline (pending input is abandoned)."""
-        self.pool.stop()
+    def shutdown(self, timeout_s: float = JOIN_TIMEOUT_S) -> None:
+        """Stop and join every thread of the pipeline (pending input is abandoned).
+
+        Each thread gets up to ``timeout_s`` to end; one that does not is logged and left
+        (they are daemon threads).
+        """
+        self.pool.stop(timeout_s)
         self.pool.drainer_wake.set()
-        if self._drainer.is_alive():
-            self._drainer.join()
-        for thread in self.chain_threads:
-            thread.join()
+        for thread in [self._drainer, *self.chain_threads]:
+            if thread.is_alive():
+                thread.join(timeout_s)
+            if thread.is_alive():
+                logger.warning("thread %s did not stop within %.1f s", thread.name, timeout_s)
         with self._switched:
             self._switched.notify_all()
+
+    @property
+    def trim_rows(self) -> int:
+        """A source drops rows no instance reads any more once it can drop this many."""
+        return self.feeder.trim_rows
+
+    @trim_rows.setter
+    def trim_rows(self, rows: int) -> None:
+        self.feeder.trim_rows = rows
 
     def __enter__(self) -> Pipeline:
         return self
@@ -367,8 +406,9 @@ class Pipeline:
         self.shutdown()
 
     def reconfigurations(self) -> list[ReconfigurationRecord]:
-        """Every reconfiguration requested so far, by epoch."""
-        return [self.pool.records[e] for e in sorted(self.pool.records)]
+        """The ``kept_reconfigurations`` most recent reconfigurations, by epoch."""
+        records = self.pool.records
+        return [r for e in sorted(records) if (r := records.get(e)) is not None]
 
     def stats(self) -> dict[str, Any]:
         """Counters: per instance, the gates, the epoch and the reconfigurations.
@@ -416,7 +456,14 @@ class Pipeline:
             raise InputError(msg)
         return self.sources[source]
 
+    def _check_running(self) -> None:
+        self.pool.raise_failure()
+        if self.pool.stopping:
+            msg = f"operator {self.op.name!r} was stopped; it takes no more requests"
+            raise StoppedError(msg)
+
     def _check_open(self, store: SourceStore) -> None:
-        if store.closed:
+        self._check_running()
+        if store.input_closed:
             msg = f"{store.where} is closed; it takes no more input"
             raise InputError(msg)

@@ -8,6 +8,7 @@ the switch of Alg. 4 L12-13 on behalf of the one instance that runs it.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +27,8 @@ from stretch.vsn.reconfiguration import EpochBarrier, EpochPlan, Reconfiguration
 
 __all__ = ["InstancePool"]
 
+logger = logging.getLogger(__name__)
+
 
 class InstancePool:
     """The n instances of one operator, the shared state sigma and the epoch machinery.
@@ -41,9 +44,6 @@ class InstancePool:
         audit: If given, every key-group access is checked against Theorem 3.
 
     """
-
-    min_backoff_s = 20e-6
-    max_backoff_s = 5e-3
 
     def __init__(
         self,
@@ -94,15 +94,18 @@ class InstancePool:
         for j in range(first.parallelism):
             self.instances[j].provision(StartPackage(first, -(2**63 - 1), empty))
 
-    def stop(self) -> None:
-        """Stop and join every pool thread."""
+    def stop(self, timeout_s: float) -> None:
+        """Stop every pool thread and join each for up to ``timeout_s``."""
         self.stopping = True
         self.barrier.stop()
         for instance in self.instances:
             instance.wake.set()
+        deadline = time.monotonic() + timeout_s
         for instance in self.instances:
             if instance.thread.is_alive():
-                instance.thread.join()
+                instance.thread.join(max(0.0, deadline - time.monotonic()))
+            if instance.thread.is_alive():
+                logger.warning("pool thread %s did not stop in time", instance.thread.name)
 
     def fail(self, exc: BaseException) -> None:
         """Record an instance's failure and stop the others."""
@@ -124,9 +127,14 @@ class InstancePool:
             raise StretchError(msg) from self.error
 
     def wake_all(self) -> None:
-        """Wake the connected instances (new input is ready)."""
-        for j in range(self.current.parallelism):
-            self.instances[j].wake.set()
+        """Wake the connected instances and those about to connect (new input is ready)."""
+        for instance in self.instances:
+            if instance.connected or instance.reading_from() is not None:
+                instance.wake.set()
+
+    def backlog(self) -> bool:
+        """Whether a source has input waiting for room in ESG_in (read without locks)."""
+        return any(source.has_backlog() for source in self.sources)
 
     def trim_horizon(self) -> int | None:
         """The ts below which no instance will look up an input row again, if known.
@@ -233,6 +241,10 @@ class InstancePool:
                 msg = f"epoch {target.epoch}: ESG_out refused to remove sources {ids}"
                 raise ReconfigurationError(msg)
         self.current = target
+        self.drainer_wake.set()  # removed sources may have made ESG_out rows ready
+        for epoch in list(self.plans):  # no instance looks up an earlier plan any more
+            if epoch < target.epoch:
+                self.plans.pop(epoch, None)
         record = self.records.get(target.epoch)
         if record is not None:
             record.completed_ns = time.perf_counter_ns()

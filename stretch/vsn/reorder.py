@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import NDArray
 
 from stretch.errors import LateTupleError
 from stretch.model.oplus import END_OF_INPUT
@@ -48,6 +49,16 @@ class ReorderBuffer:
     def __len__(self) -> int:
         """Rows held back."""
         return self._pending_rows
+
+    def held_after(self, ts: NDArray[np.int64]) -> int:
+        """Rows held back after a ``push`` of rows with these ``ts``. O(held + len(ts))."""
+        if len(ts) == 0:
+            return self._pending_rows
+        released = max(self.released, int(ts.max()) - self.allowed_lateness_ms)
+        held = int((ts >= released).sum())
+        for table in self._pending:
+            held += int((table.column(TS).to_numpy() >= released).sum())
+        return held
 
     def push(self, table: pa.Table) -> pa.Table | None:
         """Take a batch (a conformed table, any order); return the rows now complete.

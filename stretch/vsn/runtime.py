@@ -25,6 +25,9 @@ from stretch.vsn.pipeline import Pipeline
 
 __all__ = ["run_vsn", "setup"]
 
+CHAIN_WAIT_S = 0.5
+"""How long a chain's forwarding thread waits for upstream rows before checking for stop."""
+
 
 @overload
 def setup(
@@ -110,7 +113,7 @@ def _chain(upstream: Pipeline, downstream: Pipeline) -> None:
     def forward() -> None:
         offset = 0
         while not downstream.pool.stopping:
-            table, offset = upstream.output(offset, wait_s=0.05)
+            table, offset = upstream.output(offset, wait_s=CHAIN_WAIT_S)
             if table.num_rows:
                 downstream.add(0, table)
                 upstream.commit(offset)

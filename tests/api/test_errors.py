@@ -266,13 +266,16 @@ def test_full_ingest_buffer_answers_429_and_loses_nothing(
     left, right = generate.scalejoin(1500, 1000.0, 2)
     client.create_operator("j", "scalejoin", SCALEJOIN, capacity=1024)
     # Source 1 has sent nothing, so source 0's tuples cannot be released: the gate fills
-    # up to what flow control lets a source that is ahead hold (half the capacity).
+    # up to what flow control lets a source that is ahead hold (half the capacity). A
+    # batch is still taken while the source's earlier rows are all in the gate (what does
+    # not fit waits in the source); the next one gets 429.
     assert client.add_batch("j", 0, left.slice(0, 500), batch_id=0).accepted == 500
-    body = _arrow(left.slice(500, 100))
+    assert client.add_batch("j", 0, left.slice(500, 100), batch_id=1).accepted == 100
+    body = _arrow(left.slice(600, 100))
     response = http.post(
         BATCHES.format(0),
         content=body,
-        params={"batch_id": 1},
+        params={"batch_id": 2},
         headers={**auth(), "Content-Type": ARROW_STREAM},
     )
     assert response.status_code == 429
@@ -285,14 +288,15 @@ def test_full_ingest_buffer_answers_429_and_loses_nothing(
         headers={**auth(), "Content-Type": ARROW_STREAM},
     )
     assert too_big.status_code == 413 and "split it" in too_big.json()["detail"]
+    assert "largest batch this operator takes is 1024 rows" in too_big.json()["detail"]
     with pytest.raises(CapacityError, match="still full"):
-        client.add_batch("j", 0, left.slice(500, 100), batch_id=1, retry_s=0.0)
+        client.add_batch("j", 0, left.slice(600, 100), batch_id=2, retry_s=0.0)
     # Once source 1 catches up, the gate drains and the refused batch goes in on retry;
     # then the two sources advance together (neither may run more than half the gate ahead).
     client.add_batch("j", 1, right.slice(0, 500), batch_id=0)
-    client.add_batch("j", 0, left.slice(500, 500), batch_id=1)
+    client.add_batch("j", 0, left.slice(600, 400), batch_id=2)
     client.add_batch("j", 1, right.slice(500, 500), batch_id=500)
-    client.add_batch("j", 0, left.slice(1000), batch_id=2)
+    client.add_batch("j", 0, left.slice(1000), batch_id=3)
     client.add_batch("j", 1, right.slice(1000), batch_id=1000)
     client.close_source("j", 0)
     client.close_source("j", 1)

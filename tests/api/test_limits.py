@@ -21,7 +21,7 @@ BATCHES = "/v1/operators/f/sources/0/batches"
 @pytest.fixture
 def small() -> Iterator[TestClient]:
     """An app with small body limits and a forward operator 'f' (v int, s str)."""
-    with TestClient(create_app(TOKEN, LIMITS)) as http:
+    with TestClient(create_app(TOKEN, body_limits=LIMITS)) as http:
         created = http.post(
             "/v1/operators",
             json={"name": "f", "operator": "forward", "params": {"columns": "v:int,s:str"}},

@@ -2,46 +2,20 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 
 from api import create_app
 from stretch import build, generate, run_sn
 from stretch.client import StretchClient
-from tests.api.conftest import TIMEOUT_S, TOKEN, send_in_chunks
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.api.conftest import TIMEOUT_S, TOKEN, send_in_chunks, serving
 
 
 @pytest.fixture
 def server_url() -> Iterator[str]:
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(TOKEN), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
-        )
-    )
-    thread = threading.Thread(target=server.run, name="uvicorn-test")
-    thread.start()
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(TIMEOUT_S)
-        assert not thread.is_alive()
+    with serving(create_app(TOKEN)) as url:
+        yield url
 
 
 def test_lifecycle_over_real_http(server_url: str) -> None:
