@@ -14,10 +14,11 @@ from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 
-from api import lifecycle, streams
+from api import lifecycle, staging, streams
 from api.errors import install_error_handlers
 from api.metrics import ServiceMetrics
 from api.operators import OperatorRegistry
+from api.staging import StagingStore
 
 __all__ = ["create_app"]
 
@@ -50,9 +51,11 @@ def create_app(token: str | None = None) -> FastAPI:
     app.state.token = token.encode() if token else None
     app.state.metrics = metrics
     app.state.operators = operators
+    app.state.staging = StagingStore(metrics)
     install_error_handlers(app)
     app.include_router(lifecycle.router)
     app.include_router(streams.router)
+    app.include_router(staging.router)
 
     @app.get("/healthz", tags=["probes"])
     async def healthz() -> dict[str, str]:
