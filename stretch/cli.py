@@ -169,6 +169,58 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--token-file", metavar="PATH", help="file holding the bearer token")
     serve.set_defaults(run=_serve)
 
+    pipeline = commands.add_parser(
+        "pipeline",
+        help="run an operator as a Spark Structured Streaming job over Parquet directories",
+        description="Read each input directory of Parquet files as a file stream (one per "
+        "operator source; one for 'hedge'), run the operator in the sidecar, and write its "
+        "ordered output (with an 'offset' column giving the order) to a Parquet directory. "
+        "Processes the files present at start, then drains the output. Without --url it "
+        "starts its own sidecar on loopback and a local[*] Spark session. Needs the extra "
+        "stretch[spark]. Rerun with the same --checkpoint after a crash to continue.",
+    )
+    pipeline.add_argument("operator", help=f"one of {', '.join(CATALOG)}")
+    pipeline.add_argument(
+        "--input",
+        action="append",
+        required=True,
+        metavar="DIR",
+        help="directory of Parquet files of the next source (repeatable)",
+    )
+    pipeline.add_argument("--output", required=True, metavar="DIR", help="output directory")
+    pipeline.add_argument(
+        "--param", action="append", default=[], metavar="K=V", help="operator parameter"
+    )
+    pipeline.add_argument("--parallelism", type=int, default=1, metavar="M")
+    pipeline.add_argument("--max-parallelism", type=int, default=None, metavar="N")
+    pipeline.add_argument(
+        "--url", help="a running sidecar (default: start one on loopback for this job)"
+    )
+    pipeline.add_argument("--token-file", metavar="PATH", help="the sidecar's bearer token")
+    pipeline.add_argument(
+        "--name", help="the operator's name on the sidecar (default pipeline-OPERATOR)"
+    )
+    pipeline.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="checkpoint directory of the job's queries (default OUTPUT/_checkpoint)",
+    )
+    pipeline.add_argument(
+        "--trigger-rows",
+        type=int,
+        default=None,
+        metavar="R",
+        help="most output rows per micro-batch of the reading query",
+    )
+    pipeline.add_argument(
+        "--files-per-trigger",
+        type=int,
+        default=1,
+        metavar="F",
+        help="input files per micro-batch of each writing query (default 1)",
+    )
+    pipeline.set_defaults(run=_pipeline)
+
     demo = commands.add_parser(
         "demo",
         help="the main job: a generated NYSE-like day through 'hedge'",
@@ -326,6 +378,37 @@ def _serve(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         raise InputError(str(exc)) from exc
     return 0
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    for flag, value in [
+        ("--parallelism", args.parallelism),
+        ("--files-per-trigger", args.files_per_trigger),
+        ("--trigger-rows", args.trigger_rows or 1),
+    ]:
+        if value < 1:
+            msg = f"{flag} must be >= 1, got {value}"
+            raise InputError(msg)
+    try:
+        from stretch.spark.cli import run_pipeline_command  # noqa: PLC0415 - needs pyspark
+    except ImportError as exc:
+        msg = f"'stretch pipeline' needs the extra stretch[spark]: {exc}"
+        raise InputError(msg) from exc
+    return run_pipeline_command(
+        args.operator,
+        [Path(p) for p in args.input],
+        Path(args.output),
+        params=dict(_split_param(p) for p in args.param),
+        parallelism=args.parallelism,
+        max_parallelism=args.max_parallelism,
+        url=args.url,
+        token_file=args.token_file,
+        name=args.name,
+        checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+        trigger_rows=args.trigger_rows,
+        files_per_trigger=args.files_per_trigger,
+        out=sys.stdout,
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:

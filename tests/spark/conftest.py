@@ -20,13 +20,13 @@ import pytest
 pyspark = pytest.importorskip("pyspark", reason="the Spark tests need the extra stretch[spark]")
 
 from pyspark.sql import SparkSession  # noqa: E402
-from pyspark.sql.streaming import StreamingQuery  # noqa: E402
+from pyspark.sql.streaming.query import StreamingQuery  # noqa: E402
 
 from stretch.client import StretchClient  # noqa: E402
 from stretch.spark.session import local_session  # noqa: E402
 from stretch.spark.sidecar import EmbeddedSidecar  # noqa: E402
 
-TIMEOUT_S = 120.0
+TIMEOUT_S = 120
 TOKEN = "spark-test-token"
 
 
