@@ -11,6 +11,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TextIO
 
+from pyspark.sql import SparkSession
+
 from api.serve import read_token
 from stretch.errors import InputError
 from stretch.spark.pipeline import PipelineConfig, run_pipeline
@@ -52,8 +54,10 @@ def run_pipeline_command(
         if url is None:
             url = stack.enter_context(EmbeddedSidecar(token)).url
             out.write(f"started a sidecar on {url}\n")
+        owned = SparkSession.getActiveSession() is None
         spark = local_session(f"stretch pipeline {operator}")
-        stack.callback(spark.stop)
+        if owned:
+            stack.callback(spark.stop)
         config = PipelineConfig(
             operator=operator,
             inputs=list(inputs),

@@ -23,6 +23,7 @@ Exactly once across a crash, with the same ``--checkpoint``:
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -167,7 +168,7 @@ def _writer(
     return writer.trigger(availableNow=True).start()
 
 
-def _reader(spark: SparkSession, config: PipelineConfig, available_now: bool) -> StreamingQuery:
+def _reader(spark: SparkSession, config: PipelineConfig) -> StreamingQuery:
     reader = spark.readStream.format(NAME).option("url", config.url).option("operator", config.name)
     if config.token:
         reader = reader.option("token", config.token)
@@ -180,9 +181,7 @@ def _reader(spark: SparkSession, config: PipelineConfig, available_now: bool) ->
         .option("path", str(config.output))
         .option("checkpointLocation", str(config.checkpoint / "out"))
     )
-    if available_now:
-        return writer.trigger(availableNow=True).start()
-    return writer.trigger(processingTime="1 second").start()
+    return writer.trigger(processingTime="500 milliseconds").start()
 
 
 def _batches(query: StreamingQuery) -> int:
@@ -266,7 +265,7 @@ def run_pipeline(spark: SparkSession, config: PipelineConfig, out: TextIO) -> Pi
         f"{config.url}; {sources} source(s) from {', '.join(str(d) for _, d in feeds)}\n"
     )
     writers = [_writer(spark, config, source, directory) for source, directory in feeds]
-    readers = [_reader(spark, config, available_now=False)]
+    readers = [_reader(spark, config)]
     with _Progress(config, writers, readers, out, started) as progress:
         try:
             for query in writers:
@@ -275,9 +274,7 @@ def run_pipeline(spark: SparkSession, config: PipelineConfig, out: TextIO) -> Pi
                 for source, _ in feeds:
                     client.close_source(config.name, source)
                 status = _wait_finished(client, config.name)
-            readers[0].stop()
-            readers.append(_reader(spark, config, available_now=True))
-            _await(readers[-1])
+            _caught_up(readers[0], int(status["output"]["end_offset"]))
             progress.line(status)
         finally:
             for query in [*writers, *readers]:
@@ -291,6 +288,36 @@ def run_pipeline(spark: SparkSession, config: PipelineConfig, out: TextIO) -> Pi
         seconds=time.monotonic() - started,
         created=created,
     )
+
+
+def _read_up_to(query: StreamingQuery) -> int:
+    """The end offset of the reading query's last completed micro-batch (-1: none yet)."""
+    progress: Mapping[str, Any] | None = query.lastProgress
+    if not progress or not progress["sources"]:
+        return -1
+    end = progress["sources"][0]["endOffset"]
+    offsets = json.loads(end) if isinstance(end, str) else end
+    return int(offsets[OFFSET]) if offsets else -1
+
+
+def _caught_up(query: StreamingQuery, end_offset: int) -> None:
+    """Wait until the reading query committed the log's last row, then stop it.
+
+    Stopping it between micro-batches, not in one, keeps Spark from aborting a write.
+
+    Raises:
+        StretchError: the query failed or did not catch up within ``DRAIN_TIMEOUT_S``.
+
+    """
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    while _read_up_to(query) < end_offset or query.status["isTriggerActive"]:
+        if not query.isActive:
+            _await(query)
+        if time.monotonic() > deadline:
+            msg = f"query {query.name} did not read the output to {end_offset} in time"
+            raise StretchError(msg)
+        time.sleep(0.05)
+    query.stop()
 
 
 def _wait_finished(client: StretchClient, name: str) -> dict[str, Any]:

@@ -40,6 +40,7 @@ def local_session(app_name: str = "stretch", master: str = "local[*]") -> SparkS
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+        .config("spark.sql.streaming.noDataProgressEventInterval", "1000")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
