@@ -1,16 +1,26 @@
-"""Writer options: a TimestampType event time, and ``lateRows`` = ``drop`` | ``fail``."""
+"""Writer options: a TimestampType event time, ``lateRows`` = ``drop`` | ``fail``, watermarks."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from pyspark.sql import SparkSession
 
 from stretch import build, run_sn
 from stretch.client import StretchClient
-from tests.spark.conftest import finish, stream_into, wait_output_finished, write_files
+from stretch.spark import forward_watermarks
+from tests.spark.conftest import (
+    TIMEOUT_S,
+    TOKEN,
+    finish,
+    stream_into,
+    wait_output_finished,
+    write_files,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -85,3 +95,35 @@ def test_late_rows_fail_stops_the_query_with_the_sidecars_message(
     status = client.status("late-fail")
     assert status["sources"][0]["tuples_in"] == 100
     assert status["sources"][0]["late_tuples"] == 40
+
+
+def test_the_querys_watermark_is_forwarded_to_the_source(
+    spark: SparkSession, client: StretchClient, sidecar: str, tmp_path: Path
+) -> None:
+    table = rows(np.arange(0, 20_000, 100))
+    with_time = pa.table(
+        {"v": table.column("v"), "event_time": table.column("ts").cast(pa.timestamp("ms", "UTC"))}
+    )
+    write_files(with_time, tmp_path / "in", files=2)
+    client.create_operator("watermark", "forward", FORWARD, allowed_lateness_ms=1_000_000)
+    query = (
+        spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema)
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(tmp_path / "in"))
+        .withWatermark("event_time", "1 second")
+        .writeStream.format("stretch")
+        .option("url", sidecar)
+        .option("token", TOKEN)
+        .option("operator", "watermark")
+        .option("timestampColumn", "event_time")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    forward_watermarks(spark, query, sidecar, "watermark", 0, TOKEN)
+    finish(query)
+    expected = 9_900 - 1_000  # the first batch's last event time minus the delay
+    deadline = time.monotonic() + TIMEOUT_S
+    while client.status("watermark")["watermarks"][0] != expected:
+        assert time.monotonic() < deadline, client.status("watermark")["watermarks"]
+        time.sleep(0.02)
