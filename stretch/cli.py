@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from stretch.demo import run_demo
 from stretch.errors import InputError, StretchError
 from stretch.generate import GENERATORS
 from stretch.io import FORMATS, read_table, write_table
@@ -223,17 +222,30 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo",
-        help="the main job: a generated NYSE-like day through 'hedge'",
-        description="Generate a trade stream, run the hedge join on it with the VSN runtime "
-        "while scaling 1 -> PARALLELISM -> 1 instances, check the output against the "
-        "sequential reference and print a summary. Exit status 1 if they differ.",
+        help="the main job: a generated NYSE-like day through Spark and 'hedge'",
+        description="Generate a trading day of trades as Parquet files, run them through "
+        "a Spark Structured Streaming job into the hedge join in an embedded sidecar and "
+        "back into Spark (Parquet output), then check the output against 'stretch replay' "
+        "(the same join in one process) and say what was found. Exit status 1 if they "
+        "differ. Needs the extra "
+        "stretch[spark].",
     )
-    demo.add_argument("--rows", type=int, default=2_000, help="trades (default 2000)")
+    demo.add_argument("--rows", type=int, default=100_000, help="trades (default 100000)")
     demo.add_argument(
-        "--rate", type=float, default=25.0, help="mean trades per second of event time (default 25)"
+        "--rate",
+        type=float,
+        default=None,
+        help="mean trades per second of event time (default: the trades spread over a "
+        "6.5-hour trading day)",
     )
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument("--parallelism", type=int, default=2)
+    demo.add_argument(
+        "--files", type=int, default=13, help="Parquet files (micro-batches) of the day"
+    )
+    demo.add_argument(
+        "--workdir", metavar="DIR", help="keep inputs and output here (default: a temp dir)"
+    )
     demo.set_defaults(run=_demo)
     return parser
 
@@ -412,10 +424,26 @@ def _pipeline(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    if args.parallelism < 1:
-        msg = f"--parallelism must be >= 1, got {args.parallelism}"
-        raise InputError(msg)
-    return 0 if run_demo(args.rows, args.rate, args.seed, args.parallelism, sys.stdout) else 1
+    for flag, value in [
+        ("--rows", args.rows),
+        ("--parallelism", args.parallelism),
+        ("--files", args.files),
+    ]:
+        if value < 1:
+            msg = f"{flag} must be >= 1, got {value}"
+            raise InputError(msg)
+    try:
+        from stretch.demo import run_demo  # noqa: PLC0415 - needs pyspark
+    except ImportError as exc:
+        msg = f"'stretch demo' needs the extra stretch[spark]: {exc}"
+        raise InputError(msg) from exc
+    workdir = Path(args.workdir) if args.workdir else None
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+    identical = run_demo(
+        args.rows, args.rate, args.seed, args.parallelism, sys.stdout, args.files, workdir
+    )
+    return 0 if identical else 1
 
 
 if __name__ == "__main__":

@@ -352,6 +352,27 @@ class StretchClient:
                 msg = f"the output of {name!r} did not finish in {timeout_s} s"
                 raise TimeoutError(msg)
 
+    def wait_finished(self, name: str, timeout_s: float = 60.0) -> dict[str, Any]:
+        """Wait until every output row of ``name`` is in its log (all sources closed).
+
+        Returns:
+            The operator's status then.
+
+        Raises:
+            TimeoutError: the output did not finish within ``timeout_s``.
+
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = self.status(name)
+            if status["output"]["finished"]:
+                return status
+            if time.monotonic() > deadline:
+                msg = f"the output of {name!r} did not finish in {timeout_s} s"
+                raise TimeoutError(msg)
+            # A long-poll at the log's end returns as soon as a row arrives or it finishes.
+            self.output(name, int(status["output"]["end_offset"]), max_rows=1, wait_ms=200)
+
     def commit(self, name: str, offset: int) -> None:
         """Everything before ``offset`` was consumed."""
         self._request("POST", f"/v1/operators/{name}/output/commit", json={"offset": offset})

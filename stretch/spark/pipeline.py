@@ -321,15 +321,10 @@ def _caught_up(query: StreamingQuery, end_offset: int) -> None:
 
 
 def _wait_finished(client: StretchClient, name: str) -> dict[str, Any]:
-    deadline = time.monotonic() + DRAIN_TIMEOUT_S
-    while True:
-        status = client.status(name)
-        if status["output"]["finished"]:
-            return status
-        if time.monotonic() > deadline:
-            msg = f"the output of {name!r} did not finish within {DRAIN_TIMEOUT_S} s"
-            raise StretchError(msg)
-        time.sleep(0.05)
+    try:
+        return client.wait_finished(name, DRAIN_TIMEOUT_S)
+    except TimeoutError as exc:
+        raise StretchError(str(exc)) from exc
 
 
 def read_output(spark: SparkSession, directory: Path) -> pa.Table:

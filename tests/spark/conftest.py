@@ -8,7 +8,6 @@ small inputs and few micro-batches, and name their operators apart.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,13 +106,7 @@ def finish(query: StreamingQuery) -> None:
 
 def wait_output_finished(client: StretchClient, name: str) -> dict[str, Any]:
     """Wait until every output row of ``name`` is in its log; return the status."""
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        status = client.status(name)
-        if status["output"]["finished"]:
-            return status
-        assert time.monotonic() < deadline, f"the output of {name!r} did not finish"
-        time.sleep(0.02)
+    return client.wait_finished(name, TIMEOUT_S)
 
 
 def read_output(
