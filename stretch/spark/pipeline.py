@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,7 +42,7 @@ from stretch.spark.source import NAME
 
 __all__ = ["PipelineConfig", "PipelineResult", "read_output", "run_pipeline"]
 
-PROGRESS_S = 2.0
+PROGRESS_S = 2
 """Seconds between progress lines."""
 DRAIN_TIMEOUT_S = 600.0
 """The longest wait for the operator's output to finish once the inputs are closed."""
@@ -200,13 +199,17 @@ def _await(query: StreamingQuery) -> None:
 
 
 class _Progress:
-    """Prints a progress line every ``PROGRESS_S`` seconds until stopped."""
+    """Progress lines, at most one per ``PROGRESS_S`` seconds (printed by the caller's thread).
+
+    The driver's thread prints them between waits: Py4J gives every thread its own
+    connection to the JVM, which a short-lived progress thread would leave open.
+    """
 
     def __init__(
         self,
         config: PipelineConfig,
         writers: list[StreamingQuery],
-        reader: list[StreamingQuery],
+        reader: StreamingQuery,
         out: TextIO,
         started: float,
     ) -> None:
@@ -215,32 +218,23 @@ class _Progress:
         self._reader = reader
         self._out = out
         self._started = started
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="pipeline-progress", daemon=True)
+        self._last = started
 
-    def __enter__(self) -> _Progress:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(PROGRESS_S * 5)
-
-    def _run(self) -> None:
+    def tick(self) -> None:
+        """Print a line if the last one is ``PROGRESS_S`` old."""
+        if time.monotonic() - self._last < PROGRESS_S:
+            return
         with _client(self._config) as client:
-            while not self._stop.wait(PROGRESS_S):
-                try:
-                    status = client.status(self._config.name)
-                except StretchError:
-                    continue
-                self.line(status)
+            self.line(client.status(self._config.name))
 
     def line(self, status: Mapping[str, Any]) -> None:
+        """Print a line now, from the operator's ``status``."""
+        self._last = time.monotonic()
         rows_in = sum(int(s["tuples_in"]) for s in status["sources"])
         self._out.write(
-            f"[{time.monotonic() - self._started:7.1f} s] in: "
+            f"[{self._last - self._started:7.1f} s] in: "
             f"{sum(_batches(q) for q in self._writers)} micro-batches, {rows_in} rows; "
-            f"out: {sum(_batches(q) for q in self._reader)} micro-batches, "
+            f"out: {_batches(self._reader)} micro-batches, "
             f"{status['output']['end_offset']} rows; parallelism {status['parallelism']}\n"
         )
         self._out.flush()
@@ -265,26 +259,28 @@ def run_pipeline(spark: SparkSession, config: PipelineConfig, out: TextIO) -> Pi
         f"{config.url}; {sources} source(s) from {', '.join(str(d) for _, d in feeds)}\n"
     )
     writers = [_writer(spark, config, source, directory) for source, directory in feeds]
-    readers = [_reader(spark, config)]
-    with _Progress(config, writers, readers, out, started) as progress:
-        try:
-            for query in writers:
-                _await(query)
-            with _client(config) as client:
-                for source, _ in feeds:
-                    client.close_source(config.name, source)
-                status = _wait_finished(client, config.name)
-            _caught_up(readers[0], int(status["output"]["end_offset"]))
-            progress.line(status)
-        finally:
-            for query in [*writers, *readers]:
-                if query.isActive:
-                    query.stop()
+    reader = _reader(spark, config)
+    progress = _Progress(config, writers, reader, out, started)
+    try:
+        for query in writers:
+            while not query.awaitTermination(PROGRESS_S):
+                progress.tick()
+            _await(query)
+        with _client(config) as client:
+            for source, _ in feeds:
+                client.close_source(config.name, source)
+            status = _wait_finished(client, config.name)
+        _caught_up(reader, int(status["output"]["end_offset"]), progress)
+        progress.line(status)
+    finally:
+        for query in [*writers, reader]:
+            if query.isActive:
+                query.stop()
     return PipelineResult(
         rows_in=[int(s["tuples_in"]) for s in status["sources"]],
         rows_out=int(status["output"]["end_offset"]),
         batches_in=sum(_batches(q) for q in writers),
-        batches_out=sum(_batches(q) for q in readers),
+        batches_out=_batches(reader),
         seconds=time.monotonic() - started,
         created=created,
     )
@@ -300,7 +296,7 @@ def _read_up_to(query: StreamingQuery) -> int:
     return int(offsets[OFFSET]) if offsets else -1
 
 
-def _caught_up(query: StreamingQuery, end_offset: int) -> None:
+def _caught_up(query: StreamingQuery, end_offset: int, progress: _Progress) -> None:
     """Wait until the reading query committed the log's last row, then stop it.
 
     Stopping it between micro-batches, not in one, keeps Spark from aborting a write.
@@ -316,6 +312,7 @@ def _caught_up(query: StreamingQuery, end_offset: int) -> None:
         if time.monotonic() > deadline:
             msg = f"query {query.name} did not read the output to {end_offset} in time"
             raise StretchError(msg)
+        progress.tick()
         time.sleep(0.05)
     query.stop()
 

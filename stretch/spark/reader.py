@@ -193,9 +193,9 @@ class StretchBatchReader(DataSourceReader):
         """Read tasks over the rows the log holds now."""
         with self.options.client() as client:
             output = client.status(self.options.operator)["output"]
-        return _ranges(
-            int(output["start_offset"]), int(output["end_offset"]), self.options.rows_per_partition
-        )
+        start, end = int(output["start_offset"]), int(output["end_offset"])
+        # An empty log still needs one (empty) task for Spark to plan the read.
+        return _ranges(start, end, self.options.rows_per_partition) or [OffsetRange(start, end)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The rows of one read task (runs on an executor)."""

@@ -24,8 +24,9 @@ def test_the_example_of_docs_spark_md_runs(
     assert blocks, "docs/spark.md has no python example"
     monkeypatch.chdir(tmp_path)
     exec(compile(blocks[0], str(DOC), "exec"), {"__name__": "example"})  # noqa: S102
-    tables = [pq.read_table(tmp_path / name) for name in ("left", "right")]
+    work = tmp_path / "stretch-example"
+    tables = [pq.read_table(work / name) for name in ("left", "right")]
     expected = run_sn(build("scalejoin", {"ws": 60000}), tables)
     assert expected.num_rows
-    out = read_output(spark, tmp_path / "pairs")
+    out = read_output(spark, work / "pairs")
     assert out.cast(expected.schema).equals(expected)
