@@ -27,7 +27,7 @@ from stretch.vsn import run_vsn
 
 __all__ = ["main"]
 
-BENCHMARKS = ("forward", "http", "reconfig", "scalegate", "scalejoin", "vsn_vs_sn")
+BENCHMARKS = ("forward", "http", "reconfig", "scalegate", "scalejoin", "spark", "vsn_vs_sn")
 
 log = logging.getLogger("stretch")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -97,7 +98,7 @@ def test_late_rows_fail_stops_the_query_with_the_sidecars_message(
     assert status["sources"][0]["late_tuples"] == 40
 
 
-def test_the_querys_watermark_is_forwarded_to_the_source(
+def test_the_writer_creates_the_operator_and_forwards_the_querys_watermark(
     spark: SparkSession, client: StretchClient, sidecar: str, tmp_path: Path
 ) -> None:
     table = rows(np.arange(0, 20_000, 100))
@@ -105,7 +106,6 @@ def test_the_querys_watermark_is_forwarded_to_the_source(
         {"v": table.column("v"), "event_time": table.column("ts").cast(pa.timestamp("ms", "UTC"))}
     )
     write_files(with_time, tmp_path / "in", files=2)
-    client.create_operator("watermark", "forward", FORWARD, allowed_lateness_ms=1_000_000)
     query = (
         spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema)
         .option("maxFilesPerTrigger", 1)
@@ -115,6 +115,8 @@ def test_the_querys_watermark_is_forwarded_to_the_source(
         .option("url", sidecar)
         .option("token", TOKEN)
         .option("operator", "watermark")
+        .option("create", json.dumps({"operator": "forward", "params": FORWARD}))
+        .option("allowedLatenessMs", "1000000")
         .option("timestampColumn", "event_time")
         .option("checkpointLocation", str(tmp_path / "ck"))
         .trigger(availableNow=True)
