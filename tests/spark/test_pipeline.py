@@ -12,6 +12,7 @@ import pytest
 
 from stretch import generate
 from stretch.cli import main
+from stretch.client import StretchClient
 from stretch.spark.pipeline import read_output
 from tests.spark.conftest import TOKEN
 
@@ -29,8 +30,12 @@ def split_at_ts(table: pa.Table, directory: Path, files: int) -> None:
         os.utime(path, (1_000_000 + k, 1_000_000 + k))
 
 
-def test_pipeline_equals_replay(
-    spark: object, sidecar: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_pipeline_equals_replay_and_a_rerun_adds_nothing(
+    spark: object,
+    sidecar: str,
+    client: StretchClient,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     (trades,) = generate.hedge(1500, 50.0, 7)
     pq.write_table(trades, tmp_path / "trades.parquet")
@@ -49,3 +54,13 @@ def test_pipeline_equals_replay(
     out = read_output(spark, tmp_path / "out")  # type: ignore[arg-type]
     assert expected.num_rows > 20_000
     assert out.cast(expected.schema).equals(expected)
+
+    # The sidecar lost the operator (as an embedded one does in a crash): a rerun with the
+    # same checkpoint creates it again, replays the input and adds no row to the output.
+    client.delete_operator("pipeline-hedge")
+    assert main(["pipeline", "hedge", "--input", str(tmp_path / "in"),
+                 "--output", str(tmp_path / "out"), "--url", sidecar,
+                 "--token-file", str(token_file)]) == 0  # fmt: skip
+    assert "created 'pipeline-hedge'" in capsys.readouterr().out
+    again = read_output(spark, tmp_path / "out")  # type: ignore[arg-type]
+    assert again.cast(expected.schema).equals(expected)
