@@ -188,13 +188,28 @@ def _batches(query: StreamingQuery) -> int:
     return int(progress["batchId"]) + 1 if progress else 0
 
 
-def _await(query: StreamingQuery) -> None:
-    if not query.awaitTermination(QUERY_TIMEOUT_S):
-        msg = f"query {query.name} did not finish in {QUERY_TIMEOUT_S} s"
-        raise StretchError(msg)
-    error = query.exception()
+def _ended(query: StreamingQuery, timeout_s: int) -> bool:
+    """Wait up to ``timeout_s`` for ``query`` to end; whether it did.
+
+    Raises:
+        StretchError: the query failed (with Spark's message, which holds the sidecar's).
+
+    """
+    try:
+        ended = bool(query.awaitTermination(timeout_s))
+    except Exception as exc:  # Spark raises the query's failure here
+        msg = f"query {query.name} failed: {exc}"
+        raise StretchError(msg) from exc
+    error = query.exception() if ended else None
     if error is not None:
         msg = f"query {query.name} failed: {error}"
+        raise StretchError(msg)
+    return ended
+
+
+def _await(query: StreamingQuery) -> None:
+    if not _ended(query, QUERY_TIMEOUT_S):
+        msg = f"query {query.name} did not finish in {QUERY_TIMEOUT_S} s"
         raise StretchError(msg)
 
 
@@ -262,10 +277,13 @@ def run_pipeline(spark: SparkSession, config: PipelineConfig, out: TextIO) -> Pi
     reader = _reader(spark, config)
     progress = _Progress(config, writers, reader, out, started)
     try:
+        deadline = time.monotonic() + QUERY_TIMEOUT_S
         for query in writers:
-            while not query.awaitTermination(PROGRESS_S):
+            while not _ended(query, PROGRESS_S):
+                if time.monotonic() > deadline:
+                    msg = f"query {query.name} did not finish in {QUERY_TIMEOUT_S} s"
+                    raise StretchError(msg)
                 progress.tick()
-            _await(query)
         with _client(config) as client:
             for source, _ in feeds:
                 client.close_source(config.name, source)

@@ -17,15 +17,18 @@ def rows(ts: list[int], v: list[int]) -> pa.Table:
 
 
 def test_parts_are_added_in_the_listed_order_whatever_their_arrival(
-    client: StretchClient,
+    client: StretchClient, http: TestClient
 ) -> None:
     client.create_operator("f", "forward", FORWARD)
     part0, part1 = rows([5, 1, 3], [0, 1, 2]), rows([3, 2, 5], [3, 4, 5])
     assert client.stage_part("f", 0, "q-1", 0, 1, part1) == 3
     assert client.stage_part("f", 0, "q-1", 0, 0, part0) == 3
     assert client.status("f")["sources"][0]["tuples_in"] == 0  # nothing visible yet
+    staging = http.app.state.staging  # type: ignore[attr-defined]
+    assert staging.staged_bytes == part0.nbytes + part1.nbytes
     answer = client.commit_staged("f", 0, "q-1", 0, [0, 1])
     assert answer == {"accepted": 6, "dropped": 0, "duplicate": False}
+    assert staging.staged_bytes == 0
     client.close_source("f", 0)
     out = client.read_all("f", TIMEOUT_S)
     # One batch, stably sorted by ts: equal ts keep part order (v 2 before v 3 at ts 3).
