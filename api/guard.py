@@ -1,7 +1,8 @@
 """What a mutating request may carry, checked before any route reads its body.
 
 A ``POST``, ``PUT`` or ``DELETE`` under ``/v1`` may carry only the content types its route
-documents: JSON everywhere, and an Arrow IPC stream for batches. A body without a
+documents: JSON everywhere, and an Arrow IPC stream for rows (batches, and the staged
+parts of a parallel writer's batch). A body without a
 ``Content-Type`` is refused too. A browser's cross-site "simple" request (a form post,
 ``text/plain``, a typeless blob) therefore never reaches a route: it gets 415 and changes
 nothing.
@@ -26,6 +27,7 @@ ARROW_STREAM = "application/vnd.apache.arrow.stream"
 JSON = "application/json"
 _MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _BATCH_SUFFIX = "/batches"
+_STAGED = "/staged/"
 _MIB = 1 << 20
 
 
@@ -46,9 +48,9 @@ class BodyLimits:
     request_bytes: int = _MIB
     decoded_batch_bytes: int = 256 * _MIB
 
-    def body_bytes(self, path: str, media: str) -> int:
-        """The limit of a body of ``media`` type sent to ``path``."""
-        if not path.endswith(_BATCH_SUFFIX):
+    def body_bytes(self, rows: bool, media: str) -> int:
+        """The limit of a body of ``media`` type; ``rows``: a batch or a staged part."""
+        if not rows:
             return self.request_bytes
         return self.arrow_batch_bytes if media == ARROW_STREAM else self.json_batch_bytes
 
@@ -89,7 +91,8 @@ class RequestGuard:
         headers = Headers(scope=scope)
         media = media_type(headers.get("content-type", ""))
         path = scope["path"]
-        allowed = (JSON, ARROW_STREAM) if path.endswith(_BATCH_SUFFIX) else (JSON,)
+        rows = path.endswith(_BATCH_SUFFIX) or (scope["method"] == "PUT" and _STAGED in path)
+        allowed = (JSON, ARROW_STREAM) if rows else (JSON,)
         declared = _declared_length(headers)
         chunked = declared is None and "transfer-encoding" in headers
         if media not in allowed and (media or declared or chunked):
@@ -97,7 +100,7 @@ class RequestGuard:
             detail = f"{scope['method']} {path} takes {' or '.join(allowed)}, not {given}"
             await _refuse(scope, receive, send, 415, detail)
             return
-        limit = self.limits.body_bytes(path, media)
+        limit = self.limits.body_bytes(rows, media)
         too_large = f"{scope['method']} {path}: the body is larger than {limit} bytes"
         if declared is not None and declared > limit:
             await _refuse(scope, receive, send, 413, f"{too_large} ({declared}); split it")

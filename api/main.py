@@ -19,7 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 from swagger_ui_bundle import swagger_ui_path
 
-from api import autoscale, lifecycle, streams
+from api import autoscale, lifecycle, staging, streams
 from api.auth import require_token
 from api.errors import install_error_handlers
 from api.guard import BodyLimits, RequestGuard
@@ -27,6 +27,7 @@ from api.limits import ServiceLimits
 from api.long_polls import LongPolls
 from api.metrics import ServiceMetrics
 from api.operators import OperatorRegistry
+from api.staging import StagingStore
 from stretch import __version__
 
 __all__ = ["create_app"]
@@ -73,12 +74,14 @@ def create_app(
     app.state.metrics = metrics
     app.state.operators = operators
     app.state.long_polls = long_polls
+    app.state.staging = StagingStore(metrics)
     install_error_handlers(app)
     app.state.body_limits = body_limits or BodyLimits()
     app.add_middleware(RequestGuard, limits=app.state.body_limits)
     guarded = [Depends(require_token)] if token else []
     app.include_router(lifecycle.router, dependencies=guarded)
     app.include_router(streams.router, dependencies=guarded)
+    app.include_router(staging.router, dependencies=guarded)
     app.include_router(autoscale.router, dependencies=guarded)
 
     @app.get("/healthz", tags=["probes"])

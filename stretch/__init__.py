@@ -29,10 +29,10 @@ from stretch.errors import (
 from stretch.model.oplus import OPlus, OutputTime, StreamTuple, Windows, WindowType
 from stretch.model.schema import Schema
 from stretch.model.sn import SNRuntime, run_sn
-from stretch.operators.catalog import CATALOG, build, load_operators, register
-from stretch.operators.compiled_join import band_join
 
 if TYPE_CHECKING:
+    from stretch.operators.catalog import CATALOG, build, load_operators, register
+    from stretch.operators.compiled_join import band_join
     from stretch.vsn import Pipeline, run_vsn, setup
 
 __all__ = [
@@ -67,14 +67,25 @@ try:
 except PackageNotFoundError:  # a source tree that was never installed
     __version__ = "0+unknown"
 
-_LAZY = {"Pipeline": "stretch.vsn", "run_vsn": "stretch.vsn", "setup": "stretch.vsn"}
+_LAZY = {
+    "CATALOG": "stretch.operators.catalog",
+    "build": "stretch.operators.catalog",
+    "load_operators": "stretch.operators.catalog",
+    "register": "stretch.operators.catalog",
+    "band_join": "stretch.operators.compiled_join",
+    "Pipeline": "stretch.vsn",
+    "run_vsn": "stretch.vsn",
+    "setup": "stretch.vsn",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """Load the VSN runtime on first use.
+    """Load the catalog and the VSN runtime on first use.
 
     ``scalegate`` imports ``stretch.errors``; importing the runtime (which imports
-    ``scalegate``) eagerly here would make the two packages import each other.
+    ``scalegate``) eagerly here would make the two packages import each other. The catalog
+    loads Numba, which processes that only need the client or the schemas (Spark's Python
+    workers running the ``stretch`` data source) do without.
     """
     module = _LAZY.get(name)
     if module is None:

@@ -17,7 +17,16 @@ from stretch.errors import InputError
 
 __all__ = ["BENCHMARKS", "DEFAULT_OUTPUT", "RESULTS_ENV", "run_benchmark", "split_output"]
 
-BENCHMARKS = ("elastic", "forward", "http", "reconfig", "scalegate", "scalejoin", "vsn_vs_sn")
+BENCHMARKS = (
+    "elastic",
+    "forward",
+    "http",
+    "reconfig",
+    "scalegate",
+    "scalejoin",
+    "spark",
+    "vsn_vs_sn",
+)
 """The experiments, ``benchmarks/bench_NAME.py``."""
 
 DEFAULT_OUTPUT = "stretch-bench-results"

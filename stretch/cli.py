@@ -22,7 +22,6 @@ import pyarrow as pa
 
 from stretch import __version__
 from stretch.bench import BENCHMARKS, DEFAULT_OUTPUT, run_benchmark, split_output
-from stretch.demo import run_demo
 from stretch.errors import InputError, StretchError
 from stretch.generate import GENERATORS
 from stretch.io import FORMATS, read_table, write_table
@@ -262,20 +261,86 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(run=_serve)
 
+    pipeline = commands.add_parser(
+        "pipeline",
+        parents=[verbose],
+        help="run an operator as a Spark Structured Streaming job over Parquet directories",
+        description="Read each input directory of Parquet files as a file stream (one per "
+        "operator source; one for 'hedge'), run the operator in the sidecar, and write its "
+        "ordered output (with an 'offset' column giving the order) to a Parquet directory. "
+        "Processes the files present at start, then drains the output. Without --url it "
+        "starts its own sidecar on loopback and a local[*] Spark session. Needs the extra "
+        "stretch[spark]. Rerun with the same --checkpoint after a crash to continue.",
+    )
+    pipeline.add_argument("operator", help=f"one of {', '.join(CATALOG)}")
+    pipeline.add_argument(
+        "--input",
+        action="append",
+        required=True,
+        metavar="DIR",
+        help="directory of Parquet files of the next source (repeatable)",
+    )
+    pipeline.add_argument("--output", required=True, metavar="DIR", help="output directory")
+    pipeline.add_argument(
+        "--param", action="append", default=[], metavar="K=V", help="operator parameter"
+    )
+    pipeline.add_argument("--parallelism", type=int, default=1, metavar="M")
+    pipeline.add_argument("--max-parallelism", type=int, default=None, metavar="N")
+    pipeline.add_argument(
+        "--url", help="a running sidecar (default: start one on loopback for this job)"
+    )
+    pipeline.add_argument("--token-file", metavar="PATH", help="the sidecar's bearer token")
+    pipeline.add_argument(
+        "--name", help="the operator's name on the sidecar (default pipeline-OPERATOR)"
+    )
+    pipeline.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="checkpoint directory of the job's queries (default OUTPUT/_checkpoint)",
+    )
+    pipeline.add_argument(
+        "--trigger-rows",
+        type=int,
+        default=None,
+        metavar="R",
+        help="most output rows per micro-batch of the reading query",
+    )
+    pipeline.add_argument(
+        "--files-per-trigger",
+        type=int,
+        default=1,
+        metavar="F",
+        help="input files per micro-batch of each writing query (default 1)",
+    )
+    pipeline.set_defaults(run=_pipeline)
+
     demo = commands.add_parser(
         "demo",
         parents=[verbose],
-        help="the main job: a generated NYSE-like day through 'hedge'",
-        description="Generate a trade stream, run the hedge join on it with the VSN runtime "
-        "while scaling 1 -> PARALLELISM -> 1 instances, check the output against the "
-        "sequential reference and print a summary. Exit status 1 if they differ.",
+        help="the main job: a generated NYSE-like day through Spark and 'hedge'",
+        description="Generate a trading day of trades as Parquet files, run them through "
+        "a Spark Structured Streaming job into the hedge join in an embedded sidecar and "
+        "back into Spark (Parquet output), then check the output against 'stretch replay' "
+        "(the same join in one process) and say what was found. Exit status 1 if they "
+        "differ. Needs the extra "
+        "stretch[spark].",
     )
-    demo.add_argument("--rows", type=int, default=2_000, help="trades (default 2000)")
+    demo.add_argument("--rows", type=int, default=100_000, help="trades (default 100000)")
     demo.add_argument(
-        "--rate", type=float, default=25.0, help="mean trades per second of event time (default 25)"
+        "--rate",
+        type=float,
+        default=None,
+        help="mean trades per second of event time (default: the trades spread over a "
+        "6.5-hour trading day)",
     )
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument("--parallelism", type=int, default=2)
+    demo.add_argument(
+        "--files", type=int, default=13, help="Parquet files (micro-batches) of the day"
+    )
+    demo.add_argument(
+        "--workdir", metavar="DIR", help="keep inputs and output here (default: a temp dir)"
+    )
     demo.set_defaults(run=_demo)
     return parser
 
@@ -453,11 +518,58 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pipeline(args: argparse.Namespace) -> int:
+    for flag, value in [
+        ("--parallelism", args.parallelism),
+        ("--files-per-trigger", args.files_per_trigger),
+        ("--trigger-rows", args.trigger_rows or 1),
+    ]:
+        if value < 1:
+            msg = f"{flag} must be >= 1, got {value}"
+            raise InputError(msg)
+    try:
+        from stretch.spark.cli import run_pipeline_command  # noqa: PLC0415 - needs pyspark
+    except ImportError as exc:
+        msg = f"'stretch pipeline' needs the extra stretch[spark]: {exc}"
+        raise InputError(msg) from exc
+    return run_pipeline_command(
+        args.operator,
+        [Path(p) for p in args.input],
+        Path(args.output),
+        params=dict(_split_param(p) for p in args.param),
+        parallelism=args.parallelism,
+        max_parallelism=args.max_parallelism,
+        url=args.url,
+        token_file=args.token_file,
+        name=args.name,
+        checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+        trigger_rows=args.trigger_rows,
+        files_per_trigger=args.files_per_trigger,
+        out=sys.stdout,
+    )
+
+
 def _demo(args: argparse.Namespace) -> int:
-    if args.parallelism < 1:
-        msg = f"--parallelism must be >= 1, got {args.parallelism}"
-        raise InputError(msg)
-    return 0 if run_demo(args.rows, args.rate, args.seed, args.parallelism, sys.stdout) else 1
+    for flag, value in [
+        ("--rows", args.rows),
+        ("--parallelism", args.parallelism),
+        ("--files", args.files),
+    ]:
+        if value < 1:
+            msg = f"{flag} must be >= 1, got {value}"
+            raise InputError(msg)
+    try:
+        from stretch.demo import run_demo  # noqa: PLC0415 - needs pyspark
+    except ImportError as exc:
+        msg = f"'stretch demo' needs the extra stretch[spark]: {exc}"
+        raise InputError(msg) from exc
+    workdir = Path(args.workdir) if args.workdir else None
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+    identical = run_demo(
+        args.rows, args.rate, args.seed, args.parallelism, sys.stdout, args.files, workdir
+    )
+    return 0 if identical else 1
 
 
 if __name__ == "__main__":

@@ -124,6 +124,7 @@ class StretchClient:
         parallelism: int = 1,
         max_parallelism: int | None = None,
         capacity: int | None = None,
+        allowed_lateness_ms: int | None = None,
     ) -> dict[str, Any]:
         """Start catalog ``operator`` under ``name``; return its status."""
         body: dict[str, Any] = {
@@ -136,6 +137,8 @@ class StretchClient:
             body["max_parallelism"] = max_parallelism
         if capacity is not None:
             body["capacity"] = capacity
+        if allowed_lateness_ms is not None:
+            body["allowed_lateness_ms"] = allowed_lateness_ms
         status: dict[str, Any] = self._request("POST", "/v1/operators", json=body).json()
         return status
 
@@ -148,6 +151,10 @@ class StretchClient:
         """The status of operator ``name``."""
         status: dict[str, Any] = self._request("GET", f"/v1/operators/{name}").json()
         return status
+
+    def metrics(self) -> str:
+        """The service's Prometheus metrics, as text."""
+        return self._request("GET", "/metrics").text
 
     def delete_operator(self, name: str) -> None:
         """Stop operator ``name`` and drop it."""
@@ -239,6 +246,98 @@ class StretchClient:
             time.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, 0.1)
 
+    # -- staged batches (a parallel writer: parts, then one commit) ------------------------
+
+    def _retrying(
+        self, what: str, retry_s: float, method: str, path: str, **kwargs: Any
+    ) -> httpx.Response:
+        """A request repeated with exponential backoff while the service answers 429.
+
+        Raises:
+            CapacityError: the service was still full after ``retry_s`` seconds.
+            ServiceError: any other error answer.
+
+        """
+        deadline = time.monotonic() + retry_s
+        backoff_s = 0.002
+        while True:
+            try:
+                return self._request(method, path, **kwargs)
+            except ServiceError as exc:
+                if exc.status != 429:
+                    raise
+                if time.monotonic() + backoff_s > deadline:
+                    msg = f"{what}: still full after {retry_s} s ({exc.detail})"
+                    raise CapacityError(msg) from exc
+            time.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, 0.25)
+
+    def stage_part(
+        self,
+        name: str,
+        source: int,
+        writer: str,
+        batch_id: int,
+        part: int,
+        table: pa.Table,
+        retry_s: float = 120.0,
+    ) -> int:
+        """Stage ``table`` as part ``part`` of the writer's batch; return the rows staged.
+
+        Nothing is visible until ``commit_staged``; 0 means the batch was committed before.
+
+        Raises:
+            CapacityError: the staging area was still full after ``retry_s`` seconds.
+            ServiceError: any other error answer.
+
+        """
+        body = self._retrying(
+            f"{name!r} source {source} writer {writer} batch {batch_id} part {part}",
+            retry_s,
+            "PUT",
+            f"/v1/operators/{name}/sources/{source}/staged/{writer}/{batch_id}/{part}",
+            content=_arrow_bytes(table),
+            headers={"Content-Type": ARROW_STREAM},
+        ).json()
+        return int(body["rows"])
+
+    def commit_staged(
+        self,
+        name: str,
+        source: int,
+        writer: str,
+        batch_id: int,
+        parts: Sequence[int],
+        late_rows: str = "fail",
+        allowed_lateness_ms: int | None = None,
+        retry_s: float = 120.0,
+    ) -> dict[str, Any]:
+        """Add the staged ``parts``, in this order, as one batch of ``source``.
+
+        Returns:
+            ``{"accepted": rows added, "dropped": late rows dropped, "duplicate": bool}``.
+
+        Raises:
+            CapacityError: the ingest buffer was still full after ``retry_s`` seconds.
+            ServiceError: any other error answer (422 for late rows with ``fail``).
+
+        """
+        payload: dict[str, Any] = {"parts": list(parts), "late_rows": late_rows}
+        if allowed_lateness_ms is not None:
+            payload["allowed_lateness_ms"] = allowed_lateness_ms
+        answer: dict[str, Any] = self._retrying(
+            f"{name!r} source {source} writer {writer} batch {batch_id}",
+            retry_s,
+            "POST",
+            f"/v1/operators/{name}/sources/{source}/staged/{writer}/{batch_id}/commit",
+            json=payload,
+        ).json()
+        return answer
+
+    def abort_staged(self, name: str, source: int, writer: str, batch_id: int) -> None:
+        """Discard the staged parts of the writer's batch."""
+        self._request("DELETE", f"/v1/operators/{name}/sources/{source}/staged/{writer}/{batch_id}")
+
     def watermark(self, name: str, source: int, ts_ms: int) -> None:
         """Promise that ``source`` sends no tuple with ``ts`` below ``ts_ms``."""
         self._request(
@@ -301,6 +400,27 @@ class StretchClient:
             if time.monotonic() > deadline:
                 msg = f"the output of {name!r} did not finish in {timeout_s} s"
                 raise TimeoutError(msg)
+
+    def wait_finished(self, name: str, timeout_s: float = 60.0) -> dict[str, Any]:
+        """Wait until every output row of ``name`` is in its log (all sources closed).
+
+        Returns:
+            The operator's status then.
+
+        Raises:
+            TimeoutError: the output did not finish within ``timeout_s``.
+
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = self.status(name)
+            if status["output"]["finished"]:
+                return status
+            if time.monotonic() > deadline:
+                msg = f"the output of {name!r} did not finish in {timeout_s} s"
+                raise TimeoutError(msg)
+            # A long-poll at the log's end returns as soon as a row arrives or it finishes.
+            self.output(name, int(status["output"]["end_offset"]), max_rows=1, wait_ms=200)
 
     def commit(self, name: str, offset: int) -> None:
         """Everything before ``offset`` was consumed."""

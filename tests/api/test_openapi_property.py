@@ -97,7 +97,7 @@ def operations(spec: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
         (method.upper(), path, op)
         for path, item in spec["paths"].items()
         for method, op in item.items()
-        if method in {"get", "post", "delete"}
+        if method in {"get", "post", "put", "delete"}
     ]
 
 
@@ -109,7 +109,7 @@ def request_strategy(spec: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
         for parameter in op.get("parameters", []):
             value = (
                 NAMES
-                if parameter["name"] == "name"
+                if parameter["name"] in ("name", "writer")
                 else from_schema(parameter.get("schema", {}), spec)
             )
             (params if parameter["in"] == "path" else query)[parameter["name"]] = value

@@ -1,0 +1,83 @@
+"""The ``stretch pipeline`` command's body: sidecar and session set-up, run, summary.
+
+Kept apart from ``stretch.cli`` so ``stretch --help`` and every other command work without
+PySpark; this module is imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TextIO
+
+from pyspark.sql import SparkSession
+
+from api.serve import read_token
+from stretch.errors import InputError
+from stretch.spark.pipeline import PipelineConfig, run_pipeline
+from stretch.spark.session import local_session
+from stretch.spark.sidecar import EmbeddedSidecar
+
+__all__ = ["run_pipeline_command"]
+
+
+def run_pipeline_command(
+    operator: str,
+    inputs: Sequence[Path],
+    output: Path,
+    *,
+    params: Mapping[str, str],
+    parallelism: int,
+    max_parallelism: int | None,
+    url: str | None,
+    token_file: str | None,
+    name: str | None,
+    checkpoint: Path | None,
+    trigger_rows: int | None,
+    files_per_trigger: int,
+    out: TextIO,
+) -> int:
+    """Run ``stretch pipeline``; print progress and a summary to ``out``; return 0.
+
+    Raises:
+        InputError: a bad argument or token file.
+        StretchError: the job failed (the message names why).
+
+    """
+    try:
+        token = read_token(token_file) if token_file else None
+    except (OSError, ValueError) as exc:
+        msg = f"--token-file: {exc}"
+        raise InputError(msg) from exc
+    with ExitStack() as stack:
+        if url is None:
+            url = stack.enter_context(EmbeddedSidecar(token)).url
+            out.write(f"started a sidecar on {url}\n")
+        owned = SparkSession.getActiveSession() is None
+        spark = local_session(f"stretch pipeline {operator}")
+        if owned:
+            stack.callback(spark.stop)
+        config = PipelineConfig(
+            operator=operator,
+            inputs=list(inputs),
+            output=output,
+            checkpoint=checkpoint or output / "_checkpoint",
+            url=url,
+            token=token,
+            name=name or f"pipeline-{operator}",
+            params=params,
+            parallelism=parallelism,
+            max_parallelism=max_parallelism,
+            files_per_trigger=files_per_trigger,
+            trigger_rows=trigger_rows,
+        )
+        result = run_pipeline(spark, config, out)
+    rate = sum(result.rows_in) / result.seconds if result.seconds else 0.0
+    out.write(
+        f"done: {sum(result.rows_in)} rows in ({', '.join(map(str, result.rows_in))} per "
+        f"source) over {result.batches_in} micro-batches, {result.rows_out} rows out over "
+        f"{result.batches_out} micro-batches, in {result.seconds:.1f} s ({rate:,.0f} rows/s "
+        f"in, Spark included); output in {output} (order rows by 'offset')\n"
+    )
+    return 0

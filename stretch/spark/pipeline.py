@@ -1,0 +1,349 @@
+"""``stretch pipeline``: a Structured Streaming job through an operator in the sidecar.
+
+Each input directory of Parquet files is read as a file stream (``maxFilesPerTrigger``
+files per micro-batch) and written into one source of the operator by the ``stretch``
+writer; ``hedge`` takes one directory, which feeds both of its streams. The operator's
+output is read back by the ``stretch`` reader and written by Spark's Parquet sink to the
+output directory, with its ``offset`` column: ordered by ``offset``, the rows are the
+operator's output in order. The job processes the files the directories hold when it
+starts (``Trigger.AvailableNow``), then closes the sources and drains the output.
+
+Exactly once across a crash, with the same ``--checkpoint``:
+
+* the Parquet sink and the reader are exactly once by their checkpoints (the reader
+  re-reads the offsets of a batch Spark had not committed; the log trims only committed
+  ones);
+* with the operator still running (``--url``), the writers continue from their
+  checkpoints and the sidecar ignores a replayed batch (staged commits are idempotent);
+* with an operator created afresh (the embedded sidecar died with the job), the writers
+  start over from the first file: the operator is deterministic (docs/design.md decision
+  2), so it produces the same log again and the reader continues at its checkpointed
+  offset; nothing is lost or doubled.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from stretch.client import ServiceError, StretchClient
+from stretch.errors import InputError, StretchError
+from stretch.spark.reader import OFFSET
+from stretch.spark.source import NAME
+
+__all__ = ["PipelineConfig", "PipelineResult", "read_output", "run_pipeline"]
+
+PROGRESS_S = 2
+"""Seconds between progress lines."""
+DRAIN_TIMEOUT_S = 600.0
+"""The longest wait for the operator's output to finish once the inputs are closed."""
+QUERY_TIMEOUT_S = 24 * 3600
+"""The longest a writing or reading query may run."""
+CAPACITY = 1 << 18
+"""ESG_in nodes of an operator the pipeline creates (room for big micro-batches)."""
+_NOT_FOUND = 404
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """What ``stretch pipeline`` runs.
+
+    Attributes:
+        operator: The catalog operator.
+        inputs: One directory of Parquet files per source (one for ``hedge``).
+        output: The Parquet directory the output goes to.
+        checkpoint: The job's checkpoint directory (one subdirectory per query).
+        url: The sidecar's URL.
+        token: The sidecar's bearer token, if any.
+        name: The operator instance's name on the sidecar.
+        params: The operator's catalog parameters.
+        parallelism: m, the instances at start.
+        max_parallelism: n, the pool size (None: the sidecar's default).
+        files_per_trigger: Input files per micro-batch of each writing query.
+        trigger_rows: The most output rows per micro-batch of the reading query.
+
+    """
+
+    operator: str
+    inputs: Sequence[Path]
+    output: Path
+    checkpoint: Path
+    url: str
+    token: str | None = None
+    name: str = "pipeline"
+    params: Mapping[str, str] = field(default_factory=dict)
+    parallelism: int = 1
+    max_parallelism: int | None = None
+    files_per_trigger: int = 1
+    trigger_rows: int | None = None
+
+
+@dataclass(frozen=True)
+class PipelineResult:
+    """What a run did: rows in per source, output rows, micro-batches and seconds."""
+
+    rows_in: list[int]
+    rows_out: int
+    batches_in: int
+    batches_out: int
+    seconds: float
+    created: bool
+
+
+def _client(config: PipelineConfig) -> StretchClient:
+    return StretchClient(config.url, token=config.token)
+
+
+def _ensure_operator(config: PipelineConfig) -> tuple[int, bool]:
+    """Create the operator unless it runs; return its number of sources and if created."""
+    with _client(config) as client:
+        try:
+            status = client.status(config.name)
+        except ServiceError as exc:
+            if exc.status != _NOT_FOUND:
+                raise
+        else:
+            if status["operator"] != config.operator:
+                msg = (
+                    f"the sidecar runs {config.name!r} as {status['operator']!r}, not "
+                    f"{config.operator!r}; give another name or delete it"
+                )
+                raise InputError(msg)
+            return len(status["sources"]), False
+        status = client.create_operator(
+            config.name,
+            config.operator,
+            dict(config.params),
+            parallelism=config.parallelism,
+            max_parallelism=config.max_parallelism,
+            capacity=CAPACITY,
+        )
+        return len(status["sources"]), True
+
+
+def _feeds(config: PipelineConfig, sources: int) -> list[tuple[int, Path]]:
+    """(source, directory) pairs: one directory per REST source of the operator.
+
+    ``hedge`` has one REST source, its trade stream, which feeds both sides of the join.
+    """
+    inputs = list(config.inputs)
+    if len(inputs) != sources:
+        msg = f"operator {config.operator!r} takes {sources} input directories, got {len(inputs)}"
+        raise InputError(msg)
+    for directory in inputs:
+        if not directory.is_dir() or not any(directory.glob("*.parquet")):
+            msg = f"input {directory} is not a directory holding .parquet files"
+            raise InputError(msg)
+    return list(enumerate(inputs))
+
+
+def _writer(
+    spark: SparkSession, config: PipelineConfig, source: int, directory: Path
+) -> StreamingQuery:
+    schema = spark.read.parquet(str(directory)).schema
+    frame = (
+        spark.readStream.schema(schema)
+        .option("maxFilesPerTrigger", config.files_per_trigger)
+        .parquet(str(directory))
+    )
+    writer = (
+        frame.writeStream.format(NAME)
+        .queryName(f"{config.name}-in{source}")
+        .option("url", config.url)
+        .option("operator", config.name)
+        .option("source", str(source))
+        .option("checkpointLocation", str(config.checkpoint / f"in{source}"))
+    )
+    if config.token:
+        writer = writer.option("token", config.token)
+    return writer.trigger(availableNow=True).start()
+
+
+def _reader(spark: SparkSession, config: PipelineConfig) -> StreamingQuery:
+    reader = spark.readStream.format(NAME).option("url", config.url).option("operator", config.name)
+    if config.token:
+        reader = reader.option("token", config.token)
+    if config.trigger_rows:
+        reader = reader.option("maxRowsPerTrigger", str(config.trigger_rows))
+    writer = (
+        reader.load()
+        .writeStream.format("parquet")
+        .queryName(f"{config.name}-out")
+        .option("path", str(config.output))
+        .option("checkpointLocation", str(config.checkpoint / "out"))
+    )
+    return writer.trigger(processingTime="500 milliseconds").start()
+
+
+def _batches(query: StreamingQuery) -> int:
+    progress: Mapping[str, Any] | None = query.lastProgress
+    return int(progress["batchId"]) + 1 if progress else 0
+
+
+def _ended(query: StreamingQuery, timeout_s: int) -> bool:
+    """Wait up to ``timeout_s`` for ``query`` to end; whether it did.
+
+    Raises:
+        StretchError: the query failed (with Spark's message, which holds the sidecar's).
+
+    """
+    try:
+        ended = bool(query.awaitTermination(timeout_s))
+    except Exception as exc:  # Spark raises the query's failure here
+        msg = f"query {query.name} failed: {exc}"
+        raise StretchError(msg) from exc
+    error = query.exception() if ended else None
+    if error is not None:
+        msg = f"query {query.name} failed: {error}"
+        raise StretchError(msg)
+    return ended
+
+
+def _await(query: StreamingQuery) -> None:
+    if not _ended(query, QUERY_TIMEOUT_S):
+        msg = f"query {query.name} did not finish in {QUERY_TIMEOUT_S} s"
+        raise StretchError(msg)
+
+
+class _Progress:
+    """Progress lines, at most one per ``PROGRESS_S`` seconds (printed by the caller's thread).
+
+    The driver's thread prints them between waits: Py4J gives every thread its own
+    connection to the JVM, which a short-lived progress thread would leave open.
+    """
+
+    def __init__(
+        self,
+        config: PipelineConfig,
+        writers: list[StreamingQuery],
+        reader: StreamingQuery,
+        out: TextIO,
+        started: float,
+    ) -> None:
+        self._config = config
+        self._writers = writers
+        self._reader = reader
+        self._out = out
+        self._started = started
+        self._last = started
+
+    def tick(self) -> None:
+        """Print a line if the last one is ``PROGRESS_S`` old."""
+        if time.monotonic() - self._last < PROGRESS_S:
+            return
+        with _client(self._config) as client:
+            self.line(client.status(self._config.name))
+
+    def line(self, status: Mapping[str, Any]) -> None:
+        """Print a line now, from the operator's ``status``."""
+        self._last = time.monotonic()
+        rows_in = sum(int(s["tuples_in"]) for s in status["sources"])
+        self._out.write(
+            f"[{self._last - self._started:7.1f} s] in: "
+            f"{sum(_batches(q) for q in self._writers)} micro-batches, {rows_in} rows; "
+            f"out: {_batches(self._reader)} micro-batches, "
+            f"{status['output']['end_offset']} rows; parallelism {status['parallelism']}\n"
+        )
+        self._out.flush()
+
+
+def run_pipeline(spark: SparkSession, config: PipelineConfig, out: TextIO) -> PipelineResult:
+    """Run the job to the end of its inputs; print progress lines to ``out``.
+
+    Raises:
+        InputError: bad inputs or a name clash on the sidecar.
+        StretchError: a query failed (its message names why) or the output did not finish.
+
+    """
+    started = time.monotonic()
+    sources, created = _ensure_operator(config)
+    feeds = _feeds(config, sources)
+    if created:  # the writers' checkpoints belong to an operator that is gone
+        for source, _ in feeds:
+            shutil.rmtree(config.checkpoint / f"in{source}", ignore_errors=True)
+    out.write(
+        f"{'created' if created else 'continuing'} {config.name!r} ({config.operator}) on "
+        f"{config.url}; {sources} source(s) from {', '.join(str(d) for _, d in feeds)}\n"
+    )
+    writers = [_writer(spark, config, source, directory) for source, directory in feeds]
+    reader = _reader(spark, config)
+    progress = _Progress(config, writers, reader, out, started)
+    try:
+        deadline = time.monotonic() + QUERY_TIMEOUT_S
+        for query in writers:
+            while not _ended(query, PROGRESS_S):
+                if time.monotonic() > deadline:
+                    msg = f"query {query.name} did not finish in {QUERY_TIMEOUT_S} s"
+                    raise StretchError(msg)
+                progress.tick()
+        with _client(config) as client:
+            for source, _ in feeds:
+                client.close_source(config.name, source)
+            status = _wait_finished(client, config.name)
+        _caught_up(reader, int(status["output"]["end_offset"]), progress)
+        progress.line(status)
+    finally:
+        for query in [*writers, reader]:
+            if query.isActive:
+                query.stop()
+    return PipelineResult(
+        rows_in=[int(s["tuples_in"]) for s in status["sources"]],
+        rows_out=int(status["output"]["end_offset"]),
+        batches_in=sum(_batches(q) for q in writers),
+        batches_out=_batches(reader),
+        seconds=time.monotonic() - started,
+        created=created,
+    )
+
+
+def _read_up_to(query: StreamingQuery) -> int:
+    """The end offset of the reading query's last completed micro-batch (-1: none yet)."""
+    progress: Mapping[str, Any] | None = query.lastProgress
+    if not progress or not progress["sources"]:
+        return -1
+    end = progress["sources"][0]["endOffset"]
+    offsets = json.loads(end) if isinstance(end, str) else end
+    return int(offsets[OFFSET]) if offsets else -1
+
+
+def _caught_up(query: StreamingQuery, end_offset: int, progress: _Progress) -> None:
+    """Wait until the reading query committed the log's last row, then stop it.
+
+    Stopping it between micro-batches, not in one, keeps Spark from aborting a write.
+
+    Raises:
+        StretchError: the query failed or did not catch up within ``DRAIN_TIMEOUT_S``.
+
+    """
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    while _read_up_to(query) < end_offset or query.status["isTriggerActive"]:
+        if not query.isActive:
+            _await(query)
+        if time.monotonic() > deadline:
+            msg = f"query {query.name} did not read the output to {end_offset} in time"
+            raise StretchError(msg)
+        progress.tick()
+        time.sleep(0.05)
+    query.stop()
+
+
+def _wait_finished(client: StretchClient, name: str) -> dict[str, Any]:
+    try:
+        return client.wait_finished(name, DRAIN_TIMEOUT_S)
+    except TimeoutError as exc:
+        raise StretchError(str(exc)) from exc
+
+
+def read_output(spark: SparkSession, directory: Path) -> pa.Table:
+    """The pipeline's output directory as a pyarrow table in output order (no ``offset``)."""
+    table = spark.read.parquet(str(directory)).orderBy(OFFSET).toArrow()
+    return table.drop_columns([OFFSET])

@@ -1,0 +1,203 @@
+"""The readers: an operator's output log as a streaming or a batch DataFrame.
+
+The output log (docs/design.md decision 9) is a sequence of rows with increasing offsets.
+A micro-batch reads the offset range ``[start, end)``, split into read tasks of at most
+``rowsPerPartition`` rows, each fetching its range as Arrow and yielding record batches
+with the operator's output columns (``ts`` first, long ms) and ``offset``. The log is
+committed (trimmed) only when Spark commits the batch, so a query restarted from its
+checkpoint re-reads what it had not committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from stretch.errors import InputError
+from stretch.spark.options import ReaderOptions
+
+__all__ = [
+    "OFFSET",
+    "OffsetRange",
+    "StretchBatchReader",
+    "StretchStreamReader",
+    "output_schema",
+]
+
+OFFSET = "offset"
+"""The column holding each row's offset in the output log."""
+
+_SPARK_TYPES: dict[pa.DataType, DataType] = {
+    pa.int64(): LongType(),
+    pa.float64(): DoubleType(),
+    pa.bool_(): BooleanType(),
+    pa.string(): StringType(),
+}
+_FETCH_ROWS = 100_000
+
+
+@dataclass
+class OffsetRange(InputPartition):
+    """One read task: the log's rows ``[start, end)``."""
+
+    start: int
+    end: int
+
+
+def output_schema(options: ReaderOptions) -> StructType:
+    """The reader's Spark schema: the operator's output columns, then ``offset``.
+
+    Raises:
+        InputError: an output column of a type Spark's reader does not carry.
+        StretchError: the sidecar refused the request (e.g. no such operator).
+
+    """
+    with options.client() as client:
+        start = int(client.status(options.operator)["output"]["start_offset"])
+        table, _ = client.output(options.operator, start, max_rows=1)
+    fields = []
+    for field in table.schema:
+        kind = _SPARK_TYPES.get(field.type)
+        if kind is None:
+            msg = f"output column {field.name!r} of {options.operator!r} has type {field.type}"
+            raise InputError(msg)
+        fields.append(StructField(field.name, kind))
+    return StructType([*fields, StructField(OFFSET, LongType())])
+
+
+def _ranges(start: int, end: int, rows_per_partition: int) -> list[OffsetRange]:
+    return [
+        OffsetRange(lo, min(lo + rows_per_partition, end))
+        for lo in range(start, end, rows_per_partition)
+    ]
+
+
+def _read(
+    options: ReaderOptions, schema: StructType, part: OffsetRange
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``part`` as record batches of exactly ``to_arrow_schema(schema)``."""
+    target = to_arrow_schema(schema)
+    offset = part.start
+    with options.client() as client:
+        while offset < part.end:
+            table, next_offset = client.output(
+                options.operator, offset, max_rows=min(part.end - offset, _FETCH_ROWS)
+            )
+            if next_offset <= offset:
+                msg = (
+                    f"output of {options.operator!r}: offsets {offset}..{part.end} were "
+                    "promised but the log returned none"
+                )
+                raise InputError(msg)
+            offsets = pa.array(np.arange(offset, next_offset, dtype=np.int64))
+            columns = [
+                table.column(f.name).combine_chunks().cast(f.type) if f.name != OFFSET else offsets
+                for f in target
+            ]
+            yield pa.RecordBatch.from_arrays(columns, schema=target)
+            offset = next_offset
+
+
+class StretchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The output log of an operator as a stream; offsets are ``{"offset": n}``.
+
+    Args:
+        options: The parsed reader options.
+        schema: The query's schema (``output_schema`` unless the user gave one).
+
+    """
+
+    def __init__(self, options: ReaderOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self._target: int | None = None
+
+    def _offsets(self) -> tuple[int, int]:
+        with self.options.client() as client:
+            output = client.status(self.options.operator)["output"]
+        return int(output["start_offset"]), int(output["end_offset"])
+
+    def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
+        """The first row the log still holds."""
+        return {OFFSET: self._offsets()[0]}
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
+        """``maxRowsPerTrigger`` if set, else everything available."""
+        if self.options.max_rows_per_trigger is not None:
+            return ReadMaxRows(self.options.max_rows_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:  # noqa: N802
+        """The log's end, within the read limit and the ``availableNow`` target."""
+        end = self._offsets()[1]
+        if self._target is not None:
+            end = min(end, self._target)
+        if isinstance(limit, ReadMaxRows):
+            end = min(end, start[OFFSET] + limit.max_rows)
+        return {OFFSET: max(end, start[OFFSET])}
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
+        """Read up to the log's end as of now, and no further."""
+        self._target = self._offsets()[1]
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        """Read tasks of at most ``rowsPerPartition`` rows each."""
+        return _ranges(start[OFFSET], end[OFFSET], self.options.rows_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The rows of one read task (runs on an executor)."""
+        assert isinstance(partition, OffsetRange)
+        return _read(self.options, self.schema, partition)
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Spark committed everything before ``end``: the log may trim it."""
+        if self.options.commit:
+            with self.options.client() as client:
+                client.commit(self.options.operator, end[OFFSET])
+
+
+class StretchBatchReader(DataSourceReader):
+    """What the output log holds now, as a batch DataFrame (nothing is committed).
+
+    Args:
+        options: The parsed reader options.
+        schema: The query's schema.
+
+    """
+
+    def __init__(self, options: ReaderOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        """Read tasks over the rows the log holds now."""
+        with self.options.client() as client:
+            output = client.status(self.options.operator)["output"]
+        start, end = int(output["start_offset"]), int(output["end_offset"])
+        # An empty log still needs one (empty) task for Spark to plan the read.
+        return _ranges(start, end, self.options.rows_per_partition) or [OffsetRange(start, end)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The rows of one read task (runs on an executor)."""
+        assert isinstance(partition, OffsetRange)
+        return _read(self.options, self.schema, partition)

@@ -1,0 +1,89 @@
+"""Staged batches: parts staged in any order, made visible as one batch by a commit."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from stretch import CapacityError, build, run_sn
+from stretch.client import ServiceError, StretchClient
+from tests.api.conftest import TIMEOUT_S, TestClient, auth
+
+FORWARD = {"columns": "v:int", "inputs": 1}
+
+
+def rows(ts: list[int], v: list[int]) -> pa.Table:
+    return pa.table({"ts": pa.array(ts, pa.int64()), "v": pa.array(v, pa.int64())})
+
+
+def test_parts_are_added_in_the_listed_order_whatever_their_arrival(
+    client: StretchClient, http: TestClient
+) -> None:
+    client.create_operator("f", "forward", FORWARD)
+    part0, part1 = rows([5, 1, 3], [0, 1, 2]), rows([3, 2, 5], [3, 4, 5])
+    assert client.stage_part("f", 0, "q-1", 0, 1, part1) == 3
+    assert client.stage_part("f", 0, "q-1", 0, 0, part0) == 3
+    assert client.status("f")["sources"][0]["tuples_in"] == 0  # nothing visible yet
+    staging = http.app.state.staging  # type: ignore[attr-defined]
+    assert staging.staged_bytes == part0.nbytes + part1.nbytes
+    answer = client.commit_staged("f", 0, "q-1", 0, [0, 1])
+    assert answer == {"accepted": 6, "dropped": 0, "duplicate": False}
+    assert staging.staged_bytes == 0
+    client.close_source("f", 0)
+    out = client.read_all("f", TIMEOUT_S)
+    # One batch, stably sorted by ts: equal ts keep part order (v 2 before v 3 at ts 3).
+    expected = run_sn(build("forward", FORWARD), [rows([1, 2, 3, 3, 5, 5], [1, 4, 2, 3, 0, 5])])
+    assert out.equals(expected)
+
+
+def test_a_replayed_batch_is_added_once(client: StretchClient) -> None:
+    client.create_operator("f", "forward", FORWARD)
+    client.stage_part("f", 0, "q-1", 0, 0, rows([1, 2], [1, 2]))
+    client.commit_staged("f", 0, "q-1", 0, [0])
+    assert client.stage_part("f", 0, "q-1", 0, 0, rows([1, 2], [1, 2])) == 0
+    assert client.commit_staged("f", 0, "q-1", 0, [0])["duplicate"] is True
+    # Another writer's batch 0 is its own.
+    client.stage_part("f", 0, "q-2", 0, 0, rows([3], [3]))
+    assert client.commit_staged("f", 0, "q-2", 0, [0])["accepted"] == 1
+    assert client.status("f")["sources"][0]["tuples_in"] == 3
+
+
+def test_a_missing_part_is_a_conflict_and_abort_discards(client: StretchClient) -> None:
+    client.create_operator("f", "forward", FORWARD)
+    client.stage_part("f", 0, "q", 4, 0, rows([1], [1]))
+    with pytest.raises(ServiceError, match="part\\(s\\) 1 were not staged") as error:
+        client.commit_staged("f", 0, "q", 4, [0, 1])
+    assert error.value.status == 409
+    client.abort_staged("f", 0, "q", 4)
+    with pytest.raises(ServiceError, match="staged: none"):
+        client.commit_staged("f", 0, "q", 4, [0])
+
+
+def test_late_rows_drop_or_fail(client: StretchClient) -> None:
+    client.create_operator("f", "forward", FORWARD)
+    client.stage_part("f", 0, "q", 0, 0, rows([10, 20], [1, 2]))
+    client.commit_staged("f", 0, "q", 0, [0])
+    client.stage_part("f", 0, "q", 1, 0, rows([5, 25, 15], [3, 4, 5]))
+    with pytest.raises(ServiceError, match="before the released watermark 20") as error:
+        client.commit_staged("f", 0, "q", 1, [0])
+    assert error.value.status == 422
+    client.stage_part("f", 0, "q", 1, 0, rows([5, 25, 15], [3, 4, 5]))
+    answer = client.commit_staged("f", 0, "q", 1, [0], late_rows="drop")
+    assert answer == {"accepted": 1, "dropped": 2, "duplicate": False}
+    assert client.status("f")["sources"][0]["late_tuples"] == 2 + 2
+
+
+def test_a_bad_part_names_the_row_and_staging_is_bounded(http: TestClient) -> None:
+    client = StretchClient(http=http, token="s3cret-token")
+    client.create_operator("f", "forward", FORWARD)
+    response = http.put(
+        "/v1/operators/f/sources/0/staged/q/0/0",
+        json={"rows": [{"ts": 1, "v": "x"}]},
+        headers=auth(),
+    )
+    assert response.status_code == 422
+    assert "row 1, column 'v'" in response.json()["detail"]
+    assert http.put("/v1/operators/f/sources/0/staged/q/0/0", json={"rows": []}).status_code == 401
+    http.app.state.staging.max_bytes = 100  # type: ignore[attr-defined]
+    with pytest.raises(CapacityError, match="staged parts hold 0 of 100 bytes"):
+        client.stage_part("f", 0, "q", 0, 0, rows(list(range(50)), list(range(50))), retry_s=0)

@@ -1,0 +1,66 @@
+"""``stretch pipeline`` against ``stretch replay`` on the same generated files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from stretch import generate
+from stretch.cli import main
+from stretch.client import StretchClient
+from stretch.spark.pipeline import read_output
+from tests.spark.conftest import TOKEN
+
+pytestmark = pytest.mark.spark
+
+
+def split_at_ts(table: pa.Table, directory: Path, files: int) -> None:
+    """``table`` as ``files`` Parquet files cut between timestamps, oldest modified first."""
+    directory.mkdir(parents=True)
+    ts = table.column("ts").to_numpy()
+    cuts = [0, *(int(np.searchsorted(ts, ts[len(ts) * k // files])) for k in range(1, files))]
+    for k, (lo, hi) in enumerate(zip(cuts, [*cuts[1:], len(ts)], strict=True)):
+        path = directory / f"part-{k:03d}.parquet"
+        pq.write_table(table.slice(lo, hi - lo), path)
+        os.utime(path, (1_000_000 + k, 1_000_000 + k))
+
+
+def test_pipeline_equals_replay_and_a_rerun_adds_nothing(
+    spark: object,
+    sidecar: str,
+    client: StretchClient,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (trades,) = generate.hedge(1500, 50.0, 7)
+    pq.write_table(trades, tmp_path / "trades.parquet")
+    split_at_ts(trades, tmp_path / "in", files=2)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    assert main(["replay", "hedge", "--input", str(tmp_path / "trades.parquet"),
+                 "--output", str(tmp_path / "replay.parquet")]) == 0  # fmt: skip
+    assert main(["pipeline", "hedge", "--input", str(tmp_path / "in"),
+                 "--output", str(tmp_path / "out"), "--url", sidecar,
+                 "--token-file", str(token_file), "--parallelism", "2",
+                 "--trigger-rows", "20000"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "done: 1500 rows in" in printed  # hedge's one trade stream
+    expected = pq.read_table(tmp_path / "replay.parquet")
+    out = read_output(spark, tmp_path / "out")  # type: ignore[arg-type]
+    assert expected.num_rows > 20_000
+    assert out.cast(expected.schema).equals(expected)
+
+    # The sidecar lost the operator (as an embedded one does in a crash): a rerun with the
+    # same checkpoint creates it again, replays the input and adds no row to the output.
+    client.delete_operator("pipeline-hedge")
+    assert main(["pipeline", "hedge", "--input", str(tmp_path / "in"),
+                 "--output", str(tmp_path / "out"), "--url", sidecar,
+                 "--token-file", str(token_file)]) == 0  # fmt: skip
+    assert "created 'pipeline-hedge'" in capsys.readouterr().out
+    again = read_output(spark, tmp_path / "out")  # type: ignore[arg-type]
+    assert again.cast(expected.schema).equals(expected)

@@ -1,0 +1,131 @@
+"""Writer options: a TimestampType event time, ``lateRows`` = ``drop`` | ``fail``, watermarks."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from stretch import build, run_sn
+from stretch.client import StretchClient
+from stretch.spark import forward_watermarks
+from tests.spark.conftest import (
+    TIMEOUT_S,
+    TOKEN,
+    finish,
+    stream_into,
+    wait_output_finished,
+    write_files,
+)
+
+pytestmark = pytest.mark.spark
+
+FORWARD = {"columns": "v:int", "inputs": 1}
+
+
+def rows(ts: np.ndarray) -> pa.Table:
+    return pa.table({"ts": pa.array(ts, pa.int64()), "v": pa.array(np.arange(len(ts)) * 3)})
+
+
+def read_all(client: StretchClient, name: str) -> pa.Table:
+    client.close_source(name, 0)
+    wait_output_finished(client, name)
+    return client.read_all(name, 60)
+
+
+def test_timestamp_type_event_time(
+    spark: object, client: StretchClient, sidecar: str, tmp_path: Path
+) -> None:
+    table = rows(np.unique(np.random.default_rng(1).integers(0, 10_000, 300)))
+    with_time = pa.table(
+        {"v": table.column("v"), "event_time": table.column("ts").cast(pa.timestamp("ms", "UTC"))}
+    )
+    write_files(with_time, tmp_path / "in", files=2)
+    client.create_operator("event-time", "forward", FORWARD)
+    finish(
+        stream_into(
+            spark, sidecar, "event-time", 0, tmp_path / "in", tmp_path / "ck",
+            timestampColumn="event_time",
+        )
+    )  # fmt: skip
+    out = read_all(client, "event-time")
+    assert out.equals(run_sn(build("forward", FORWARD), [table]))
+
+
+def late_input(tmp_path: Path) -> tuple[pa.Table, pa.Table]:
+    """Two micro-batches; the second holds 40 rows older than the first one's last ts."""
+    first = rows(np.arange(1000, 1100))
+    second = rows(np.concatenate([np.arange(1050, 1090), np.arange(1100, 1160)]))
+    directory = tmp_path / "in"
+    write_files(pa.concat_tables([first, second]), directory, files=2)
+    return first, second
+
+
+def test_late_rows_drop_counts_and_drops(
+    spark: object, client: StretchClient, sidecar: str, tmp_path: Path
+) -> None:
+    first, second = late_input(tmp_path)
+    client.create_operator("late-drop", "forward", FORWARD)
+    finish(
+        stream_into(
+            spark, sidecar, "late-drop", 0, tmp_path / "in", tmp_path / "ck", lateRows="drop"
+        )
+    )
+    status = client.status("late-drop")
+    assert status["sources"][0]["late_tuples"] == 40
+    assert status["sources"][0]["tuples_in"] == 160
+    metrics = client.metrics()
+    assert 'stretch_late_tuples_total{operator="late-drop",source="0"} 40.0' in metrics
+    kept = pa.concat_tables([first, second.slice(40)])
+    assert read_all(client, "late-drop").equals(run_sn(build("forward", FORWARD), [kept]))
+
+
+def test_late_rows_fail_stops_the_query_with_the_sidecars_message(
+    spark: object, client: StretchClient, sidecar: str, tmp_path: Path
+) -> None:
+    late_input(tmp_path)
+    client.create_operator("late-fail", "forward", FORWARD)
+    query = stream_into(spark, sidecar, "late-fail", 0, tmp_path / "in", tmp_path / "ck")
+    with pytest.raises(Exception, match="before the released watermark 1099"):
+        finish(query)
+    status = client.status("late-fail")
+    assert status["sources"][0]["tuples_in"] == 100
+    assert status["sources"][0]["late_tuples"] == 40
+
+
+def test_the_writer_creates_the_operator_and_forwards_the_querys_watermark(
+    spark: SparkSession, client: StretchClient, sidecar: str, tmp_path: Path
+) -> None:
+    table = rows(np.arange(0, 20_000, 100))
+    with_time = pa.table(
+        {"v": table.column("v"), "event_time": table.column("ts").cast(pa.timestamp("ms", "UTC"))}
+    )
+    write_files(with_time, tmp_path / "in", files=2)
+    query = (
+        spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema)
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(tmp_path / "in"))
+        .withWatermark("event_time", "1 second")
+        .writeStream.format("stretch")
+        .option("url", sidecar)
+        .option("token", TOKEN)
+        .option("operator", "watermark")
+        .option("create", json.dumps({"operator": "forward", "params": FORWARD}))
+        .option("allowedLatenessMs", "1000000")
+        .option("timestampColumn", "event_time")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    forward_watermarks(spark, query, sidecar, "watermark", 0, TOKEN)
+    finish(query)
+    expected = 9_900 - 1_000  # the first batch's last event time minus the delay
+    deadline = time.monotonic() + TIMEOUT_S
+    while client.status("watermark")["watermarks"][0] != expected:
+        assert time.monotonic() < deadline, client.status("watermark")["watermarks"]
+        time.sleep(0.02)
