@@ -306,6 +306,14 @@ def _parser() -> argparse.ArgumentParser:
         help="most output rows per micro-batch of the reading query",
     )
     pipeline.add_argument(
+        "--autoscale",
+        choices=("threshold", "model"),
+        default=None,
+        metavar="POLICY",
+        help="create the operator under an autoscale policy: 'threshold' (the paper's Q4, "
+        "measured load) or 'model' (Q5, predicted work); default: fixed --parallelism",
+    )
+    pipeline.add_argument(
         "--files-per-trigger",
         type=int,
         default=1,
@@ -334,7 +342,13 @@ def _parser() -> argparse.ArgumentParser:
         "6.5-hour trading day)",
     )
     demo.add_argument("--seed", type=int, default=7)
-    demo.add_argument("--parallelism", type=int, default=2)
+    demo.add_argument("--parallelism", type=int, default=2, help="instances at start (default 2)")
+    demo.add_argument(
+        "--autoscale",
+        choices=("threshold", "model", "off"),
+        default="model",
+        help="the join's autoscale policy (default model; off: fixed --parallelism)",
+    )
     demo.add_argument(
         "--files", type=int, default=13, help="Parquet files (micro-batches) of the day"
     )
@@ -546,6 +560,7 @@ def _pipeline(args: argparse.Namespace) -> int:
         trigger_rows=args.trigger_rows,
         files_per_trigger=args.files_per_trigger,
         out=sys.stdout,
+        autoscale=args.autoscale,
     )
 
 
@@ -566,8 +581,16 @@ def _demo(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir) if args.workdir else None
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
+    autoscale = None if args.autoscale == "off" else args.autoscale
     identical = run_demo(
-        args.rows, args.rate, args.seed, args.parallelism, sys.stdout, args.files, workdir
+        args.rows,
+        args.rate,
+        args.seed,
+        args.parallelism,
+        sys.stdout,
+        args.files,
+        workdir,
+        autoscale,
     )
     return 0 if identical else 1
 

@@ -125,8 +125,13 @@ class StretchClient:
         max_parallelism: int | None = None,
         capacity: int | None = None,
         allowed_lateness_ms: int | None = None,
+        autoscale: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Start catalog ``operator`` under ``name``; return its status."""
+        """Start catalog ``operator`` under ``name``; return its status.
+
+        ``autoscale`` (e.g. ``{"policy": "model"}``) starts it under a controller, as
+        ``PUT .../autoscale`` does.
+        """
         body: dict[str, Any] = {
             "name": name,
             "operator": operator,
@@ -139,6 +144,8 @@ class StretchClient:
             body["capacity"] = capacity
         if allowed_lateness_ms is not None:
             body["allowed_lateness_ms"] = allowed_lateness_ms
+        if autoscale is not None:
+            body["autoscale"] = dict(autoscale)
         status: dict[str, Any] = self._request("POST", "/v1/operators", json=body).json()
         return status
 
@@ -442,8 +449,29 @@ class StretchClient:
         ]
         return epoch
 
+    def set_autoscale(self, name: str, policy: str, **fields: float) -> dict[str, Any]:
+        """Put ``name`` under an autoscale ``policy`` (``"threshold"`` or ``"model"``).
+
+        ``fields`` are the optional ``upper``, ``target``, ``lower``, ``period_ms``,
+        ``min_parallelism`` and ``max_parallelism``; returns the autoscale state.
+        """
+        body = {"policy": policy, **fields}
+        state: dict[str, Any] = self._request(
+            "PUT", f"/v1/operators/{name}/autoscale", json=body
+        ).json()
+        return state
+
+    def autoscale(self, name: str) -> dict[str, Any]:
+        """The autoscale state of ``name`` with its last decision (404 when manual)."""
+        state: dict[str, Any] = self._request("GET", f"/v1/operators/{name}/autoscale").json()
+        return state
+
+    def clear_autoscale(self, name: str) -> None:
+        """Back to manual reconfiguration of ``name``."""
+        self._request("DELETE", f"/v1/operators/{name}/autoscale")
+
     def reconfigurations(self, name: str) -> list[dict[str, Any]]:
-        """Every reconfiguration of ``name``: epoch, from, to, duration_ms."""
+        """Every reconfiguration of ``name``: epoch, from, to, duration_ms, cause, reason."""
         records: list[dict[str, Any]] = self._request(
             "GET", f"/v1/operators/{name}/reconfigurations"
         ).json()

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from stretch.generate import GENERATORS
 from stretch.operators.catalog import build
+from stretch.spark.cli import describe_reconfigurations
 from stretch.spark.pipeline import PipelineConfig, read_output, run_pipeline
 from stretch.spark.session import local_session
 from stretch.spark.sidecar import EmbeddedSidecar
@@ -61,6 +62,7 @@ def run_demo(
     out: TextIO,
     files: int = 13,
     workdir: Path | None = None,
+    autoscale: str | None = "model",
 ) -> bool:
     """Run the demo, writing what it does and finds to ``out``; return whether it matched.
 
@@ -72,6 +74,7 @@ def run_demo(
         out: Where the story goes.
         files: Parquet files (and so micro-batches) the day is cut into.
         workdir: Where inputs, output and checkpoints go (default: a temporary directory).
+        autoscale: The join's autoscale policy (None: ``parallelism`` instances throughout).
 
     """
     rate = rate or rows / TRADING_DAY_S
@@ -114,6 +117,7 @@ def run_demo(
                 params={"ws": str(BAND_MS)},
                 parallelism=parallelism,
                 max_parallelism=max(parallelism, 4),
+                autoscale=autoscale,
             )
             result = run_pipeline(spark, config, out)
             pairs = read_output(spark, config.output)
@@ -122,10 +126,14 @@ def run_demo(
         reference = run_vsn(op, [trades, trades], 1)
         replay_s = time.perf_counter() - started
     identical = bool(pairs.cast(reference.schema).equals(reference))
+    scaling = (
+        f"{parallelism} instance(s)"
+        if autoscale is None
+        else f"{parallelism} instance(s) at start, under the '{autoscale}' autoscale policy"
+    )
     out.write(
-        f"\nSpark sent the {rows:,} trades to both inputs of the join in "
-        f"{result.batches_in} micro-batches (a query per input); the join "
-        f"({parallelism} instance(s)) found "
+        f"\nSpark sent the {rows:,} trades to the join's trade stream (it feeds both "
+        f"sides) in {result.batches_in} micro-batches; the join ({scaling}) found "
         f"{result.rows_out:,} hedging pairs, which Spark read back and wrote as Parquet. "
         f"End to end {result.seconds:.1f} s ({rows / result.seconds:,.0f} trades/s, "
         "Spark's own per-batch cost included).\n"
@@ -137,6 +145,7 @@ def run_demo(
             else "The two outputs DIFFER: this is a bug.\n"
         )
     )
+    out.write(describe_reconfigurations(result.reconfigurations))
     if pairs.num_rows:
         counts = (
             pa.TableGroupBy(pairs, ["l_symbol", "r_symbol"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from pyspark.sql import SparkSession
 
@@ -19,7 +19,7 @@ from stretch.spark.pipeline import PipelineConfig, run_pipeline
 from stretch.spark.session import local_session
 from stretch.spark.sidecar import EmbeddedSidecar
 
-__all__ = ["run_pipeline_command"]
+__all__ = ["describe_reconfigurations", "run_pipeline_command"]
 
 
 def run_pipeline_command(
@@ -37,6 +37,7 @@ def run_pipeline_command(
     trigger_rows: int | None,
     files_per_trigger: int,
     out: TextIO,
+    autoscale: str | None = None,
 ) -> int:
     """Run ``stretch pipeline``; print progress and a summary to ``out``; return 0.
 
@@ -71,6 +72,7 @@ def run_pipeline_command(
             max_parallelism=max_parallelism,
             files_per_trigger=files_per_trigger,
             trigger_rows=trigger_rows,
+            autoscale=autoscale,
         )
         result = run_pipeline(spark, config, out)
     rate = sum(result.rows_in) / result.seconds if result.seconds else 0.0
@@ -80,4 +82,18 @@ def run_pipeline_command(
         f"{result.batches_out} micro-batches, in {result.seconds:.1f} s ({rate:,.0f} rows/s "
         f"in, Spark included); output in {output} (order rows by 'offset')\n"
     )
+    out.write(describe_reconfigurations(result.reconfigurations))
     return 0
+
+
+def describe_reconfigurations(entries: Sequence[Mapping[str, Any]]) -> str:
+    """One line per reconfiguration of a run (with the autoscaler's reason), or none."""
+    lines = []
+    for entry in entries:
+        took = entry["duration_ms"]
+        reason = f": {entry['reason']}" if entry.get("reason") else ""
+        lines.append(
+            f"  epoch {entry['epoch']}: {entry['from']} -> {entry['to']} instances "
+            f"({entry['cause']}, {'pending' if took is None else f'{took:.1f} ms'}){reason}\n"
+        )
+    return f"reconfigurations: {len(entries)}\n" + "".join(lines)

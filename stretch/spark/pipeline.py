@@ -70,6 +70,8 @@ class PipelineConfig:
         max_parallelism: n, the pool size (None: the sidecar's default).
         files_per_trigger: Input files per micro-batch of each writing query.
         trigger_rows: The most output rows per micro-batch of the reading query.
+        autoscale: An autoscale policy (``"threshold"`` or ``"model"``) the operator is
+            created under, or None for a fixed parallelism.
 
     """
 
@@ -85,11 +87,16 @@ class PipelineConfig:
     max_parallelism: int | None = None
     files_per_trigger: int = 1
     trigger_rows: int | None = None
+    autoscale: str | None = None
 
 
 @dataclass(frozen=True)
 class PipelineResult:
-    """What a run did: rows in per source, output rows, micro-batches and seconds."""
+    """What a run did.
+
+    Rows in per source, output rows, micro-batches, seconds, and the operator's
+    reconfigurations (``GET .../reconfigurations`` entries).
+    """
 
     rows_in: list[int]
     rows_out: int
@@ -97,6 +104,7 @@ class PipelineResult:
     batches_out: int
     seconds: float
     created: bool
+    reconfigurations: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _client(config: PipelineConfig) -> StretchClient:
@@ -126,6 +134,7 @@ def _ensure_operator(config: PipelineConfig) -> tuple[int, bool]:
             parallelism=config.parallelism,
             max_parallelism=config.max_parallelism,
             capacity=CAPACITY,
+            autoscale=None if config.autoscale is None else {"policy": config.autoscale},
         )
         return len(status["sources"]), True
 
@@ -289,6 +298,7 @@ def run_pipeline(spark: SparkSession, config: PipelineConfig, out: TextIO) -> Pi
             for source, _ in feeds:
                 client.close_source(config.name, source)
             status = _wait_finished(client, config.name)
+            reconfigurations = client.reconfigurations(config.name)
         _caught_up(reader, int(status["output"]["end_offset"]), progress)
         progress.line(status)
     finally:
@@ -302,6 +312,7 @@ def run_pipeline(spark: SparkSession, config: PipelineConfig, out: TextIO) -> Pi
         batches_out=_batches(reader),
         seconds=time.monotonic() - started,
         created=created,
+        reconfigurations=reconfigurations,
     )
 
 

@@ -64,3 +64,33 @@ def test_pipeline_equals_replay_and_a_rerun_adds_nothing(
     assert "created 'pipeline-hedge'" in capsys.readouterr().out
     again = read_output(spark, tmp_path / "out")  # type: ignore[arg-type]
     assert again.cast(expected.schema).equals(expected)
+
+
+def test_pipeline_under_an_autoscale_policy_equals_replay(
+    spark: object,
+    sidecar: str,
+    client: StretchClient,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (trades,) = generate.hedge(1500, 50.0, 11)
+    pq.write_table(trades, tmp_path / "trades.parquet")
+    split_at_ts(trades, tmp_path / "in", files=2)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    assert main(["replay", "hedge", "--input", str(tmp_path / "trades.parquet"),
+                 "--output", str(tmp_path / "replay.parquet")]) == 0  # fmt: skip
+    assert main(["pipeline", "hedge", "--input", str(tmp_path / "in"),
+                 "--output", str(tmp_path / "out"), "--url", sidecar, "--name", "auto",
+                 "--token-file", str(token_file), "--autoscale", "model",
+                 "--max-parallelism", "3"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "reconfigurations: " in printed
+    state = client.autoscale("auto")
+    assert (state["policy"], state["max_parallelism"]) == ("model", 3)
+    assert state["decisions"] >= 1
+    causes = {r["cause"] for r in client.reconfigurations("auto")}
+    assert causes <= {"autoscale"}
+    out = read_output(spark, tmp_path / "out")  # type: ignore[arg-type]
+    expected = pq.read_table(tmp_path / "replay.parquet")
+    assert out.cast(expected.schema).equals(expected)
