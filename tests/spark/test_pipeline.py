@@ -30,6 +30,18 @@ def split_at_ts(table: pa.Table, directory: Path, files: int) -> None:
         os.utime(path, (1_000_000 + k, 1_000_000 + k))
 
 
+def trades_and_replay(tmp_path: Path, seed: int) -> Path:
+    """Trades in two Parquet files under ``in/``, replay's output, a token file (its path)."""
+    (trades,) = generate.hedge(1500, 50.0, seed)
+    pq.write_table(trades, tmp_path / "trades.parquet")
+    split_at_ts(trades, tmp_path / "in", files=2)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    assert main(["replay", "hedge", "--input", str(tmp_path / "trades.parquet"),
+                 "--output", str(tmp_path / "replay.parquet")]) == 0  # fmt: skip
+    return token_file
+
+
 def test_pipeline_equals_replay_and_a_rerun_adds_nothing(
     spark: object,
     sidecar: str,
@@ -37,13 +49,7 @@ def test_pipeline_equals_replay_and_a_rerun_adds_nothing(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    (trades,) = generate.hedge(1500, 50.0, 7)
-    pq.write_table(trades, tmp_path / "trades.parquet")
-    split_at_ts(trades, tmp_path / "in", files=2)
-    token_file = tmp_path / "token"
-    token_file.write_text(TOKEN)
-    assert main(["replay", "hedge", "--input", str(tmp_path / "trades.parquet"),
-                 "--output", str(tmp_path / "replay.parquet")]) == 0  # fmt: skip
+    token_file = trades_and_replay(tmp_path, seed=7)
     assert main(["pipeline", "hedge", "--input", str(tmp_path / "in"),
                  "--output", str(tmp_path / "out"), "--url", sidecar,
                  "--token-file", str(token_file), "--parallelism", "2",
@@ -73,13 +79,7 @@ def test_pipeline_under_an_autoscale_policy_equals_replay(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    (trades,) = generate.hedge(1500, 50.0, 11)
-    pq.write_table(trades, tmp_path / "trades.parquet")
-    split_at_ts(trades, tmp_path / "in", files=2)
-    token_file = tmp_path / "token"
-    token_file.write_text(TOKEN)
-    assert main(["replay", "hedge", "--input", str(tmp_path / "trades.parquet"),
-                 "--output", str(tmp_path / "replay.parquet")]) == 0  # fmt: skip
+    token_file = trades_and_replay(tmp_path, seed=11)
     assert main(["pipeline", "hedge", "--input", str(tmp_path / "in"),
                  "--output", str(tmp_path / "out"), "--url", sidecar, "--name", "auto",
                  "--token-file", str(token_file), "--autoscale", "model",
