@@ -9,25 +9,17 @@ import pyarrow as pa
 from fastapi.testclient import TestClient
 
 from api import create_app
+from api.codec import ARROW_STREAM, encode_arrow
 from api.limits import ServiceLimits
 from stretch import generate
 from stretch.client import StretchClient
 from tests.api.conftest import TIMEOUT_S, TOKEN, auth, union_in_total_order, v_table
 
-ARROW_STREAM = "application/vnd.apache.arrow.stream"
-
-
-def _arrow(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
-
 
 def _post(http: TestClient, name: str, source: int, table: pa.Table) -> tuple[int, str]:
     response = http.post(
         f"/v1/operators/{name}/sources/{source}/batches",
-        content=_arrow(table),
+        content=encode_arrow(table),
         headers={**auth(), "Content-Type": ARROW_STREAM},
     )
     return response.status_code, response.text

@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-
-import pyarrow as pa
-
+from api.codec import ARROW_STREAM, encode_arrow
 from stretch import build, generate, run_sn
-from tests.api.conftest import TIMEOUT_S, TestClient, auth
+from tests.api.conftest import TestClient, auth
+from tests.waiting import wait_until
 
 SCALEJOIN = {"name": "j", "operator": "scalejoin", "params": {"ws": 500}, "max_parallelism": 4}
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float = TIMEOUT_S) -> bool:
-    """Poll ``condition`` every 10 ms until it holds or ``timeout_s`` passed."""
-    tick = threading.Event()
-    for _ in range(int(timeout_s / 0.01)):
-        if condition():
-            return True
-        tick.wait(0.01)
-    return condition()
 
 
 def test_put_get_delete_autoscale(http: TestClient) -> None:
@@ -91,13 +78,10 @@ def test_an_autoscaled_operator_scales_up_and_down_and_equals_sn(http: TestClien
 
     for start in range(0, 1_500, 100):
         for source, table in enumerate((left, right)):
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, table.schema) as writer:
-                writer.write_table(table.slice(start, 100))
             answer = http.post(
                 f"/v1/operators/j/sources/{source}/batches?batch_id={start}",
-                content=sink.getvalue().to_pybytes(),
-                headers={**auth(), "Content-Type": "application/vnd.apache.arrow.stream"},
+                content=encode_arrow(table.slice(start, 100)),
+                headers={**auth(), "Content-Type": ARROW_STREAM},
             )
             assert answer.status_code == 202, answer.text
     assert wait_until(lambda: any(r["to"] > r["from"] for r in reconfigurations()))

@@ -15,6 +15,7 @@ import pyarrow as pa
 from fastapi.testclient import TestClient
 
 from api import create_app
+from api.codec import ARROW_STREAM, encode_arrow
 from api.limits import ServiceLimits
 from stretch.client import StretchClient
 from tests.api.conftest import (
@@ -28,20 +29,12 @@ from tests.api.conftest import (
 
 REQUEST_TIMEOUT_S = 10.0
 FORWARD = {"name": "f", "operator": "forward", "params": {"columns": "v:int"}}
-ARROW_STREAM = "application/vnd.apache.arrow.stream"
-
-
-def _arrow(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
 
 
 def _push(http: httpx.Client, source: int, table: pa.Table, batch_id: int) -> int:
     response = http.post(
         f"/v1/operators/f/sources/{source}/batches",
-        content=_arrow(table),
+        content=encode_arrow(table),
         params={"batch_id": batch_id},
         headers={"Content-Type": ARROW_STREAM},
     )

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from api import create_app
+from api.codec import encode_arrow
 from stretch import build, generate, run_sn
 from stretch.client import ARROW_STREAM, StretchClient
 from stretch.errors import CapacityError
@@ -33,13 +34,6 @@ def _finish(client: StretchClient, tables: list[pa.Table]) -> None:
         client.close_source("j", source)
     assert client.read_all("j", TIMEOUT_S).equals(run_sn(build("scalejoin", SCALEJOIN), tables))
     assert client.status("j")["counters"]["tuples_in"] == 400
-
-
-def _arrow(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
 
 
 BATCHES = "/v1/operators/j/sources/{}/batches"
@@ -76,7 +70,7 @@ BATCHES = "/v1/operators/j/sources/{}/batches"
         (
             1,
             {
-                "content": _arrow(pa.table({"ts": [900], "a": [1.5]})),
+                "content": encode_arrow(pa.table({"ts": [900], "a": [1.5]})),
                 "headers": {"Content-Type": ARROW_STREAM},
             },
             422,
@@ -271,7 +265,7 @@ def test_full_ingest_buffer_answers_429_and_loses_nothing(
     # not fit waits in the source); the next one gets 429.
     assert client.add_batch("j", 0, left.slice(0, 500), batch_id=0).accepted == 500
     assert client.add_batch("j", 0, left.slice(500, 100), batch_id=1).accepted == 100
-    body = _arrow(left.slice(600, 100))
+    body = encode_arrow(left.slice(600, 100))
     response = http.post(
         BATCHES.format(0),
         content=body,
@@ -283,7 +277,7 @@ def test_full_ingest_buffer_answers_429_and_loses_nothing(
     assert "retry later" in response.json()["detail"]
     too_big = http.post(
         BATCHES.format(1),
-        content=_arrow(right),
+        content=encode_arrow(right),
         params={"batch_id": 0},
         headers={**auth(), "Content-Type": ARROW_STREAM},
     )

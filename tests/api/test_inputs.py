@@ -8,6 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from api.codec import encode_arrow
 from stretch.client import ARROW_STREAM, StretchClient
 from tests.api.conftest import TIMEOUT_S, TestClient, auth
 
@@ -16,20 +17,13 @@ JSON = {"Content-Type": "application/json"}
 ARROW = {"Content-Type": ARROW_STREAM}
 
 
-def _arrow(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
-
-
 def _flipped(body: bytes, position: int) -> bytes:
     mutable = bytearray(body)
     mutable[position] ^= 0xFF
     return bytes(mutable)
 
 
-GOOD = _arrow(pa.table({"ts": [10], "v": [1], "w": [1.5], "s": ["a"]}))
+GOOD = encode_arrow(pa.table({"ts": [10], "v": [1], "w": [1.5], "s": ["a"]}))
 
 
 @pytest.fixture
@@ -46,7 +40,9 @@ def forward(client: StretchClient) -> StretchClient:
         (_flipped(GOOD, 10), ARROW, 400, "malformed Arrow"),
         (GOOD[:-9], ARROW, 400, "malformed Arrow"),
         (
-            _arrow(pa.table({"ts": [10], "v": pa.array([2**64 - 1], pa.uint64()), "w": [1.0]})),
+            encode_arrow(
+                pa.table({"ts": [10], "v": pa.array([2**64 - 1], pa.uint64()), "w": [1.0]})
+            ),
             ARROW,
             422,
             "18446744073709551615 (uint64) cannot be held exactly as int",
@@ -56,7 +52,7 @@ def forward(client: StretchClient) -> StretchClient:
         (b'{"rows":' + b"[" * 100_000 + b"]" * 100_000 + b"}", JSON, 400, "nested too deeply"),
         (b'{"rows":[{"ts":10,"v":1,"w":1.0,"s":"\\ud800"}]}', JSON, 400, "unpaired surrogate"),
         (
-            _arrow(
+            encode_arrow(
                 pa.Table.from_arrays(
                     [pa.array([10]), pa.array([1]), pa.array([2]), pa.array([1.0])],
                     names=["ts", "v", "v", "w"],
@@ -173,7 +169,9 @@ def test_arrow_timestamps_are_event_time_in_ms(
         {"ts": pa.array(values, pa.int64()).cast(pa.timestamp(unit, tz=tz)), "v": [1, 2]}
     )
     response = http.post(
-        "/v1/operators/t/sources/0/batches", content=_arrow(table), headers={**auth(), **ARROW}
+        "/v1/operators/t/sources/0/batches",
+        content=encode_arrow(table),
+        headers={**auth(), **ARROW},
     )
     assert response.status_code == 202, response.text
     client.close_source("t", 0)

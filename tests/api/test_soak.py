@@ -19,12 +19,12 @@ import numpy as np
 import pyarrow as pa
 
 from api import create_app
+from api.codec import ARROW_STREAM, encode_arrow
 from tests.api.conftest import TIMEOUT_S, TOKEN, auth, serving, union_in_total_order, v_table
 
 REQUEST_DEADLINE_S = 10.0
 BATCHES = 40
 ROWS = 300
-ARROW_STREAM = "application/vnd.apache.arrow.stream"
 FORWARD = {"operator": "forward", "params": {"columns": "v:int"}, "capacity": 2048}
 
 
@@ -44,13 +44,10 @@ class Recorder:
         return response
 
     def push(self, name: str, source: int, table: pa.Table, batch_id: int) -> httpx.Response:
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
         return self.call(
             "POST",
             f"/v1/operators/{name}/sources/{source}/batches",
-            content=bytes(sink.getvalue().to_pybytes()),
+            content=encode_arrow(table),
             params={"batch_id": batch_id},
             headers={"Content-Type": ARROW_STREAM},
         )

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable
 
 import pytest
 
 import stretch
 from controller import Autoscaler, LoadSnapshot, PipelineSampler, PolicyConfig, autoscale
 from stretch import generate
+from tests.waiting import wait_until
 
 TIMEOUT_S = 60.0
 
@@ -168,7 +168,7 @@ def test_a_pipeline_is_scaled_up_and_down_with_output_equal_to_sn(policy: str) -
         for source in (0, 1):
             pipeline.watermark(source, last_ts)
         # Idle means the input is processed: no backlog for the model policy to drain.
-        assert _wait_until(lambda: pipeline.stats()["output"]["watermark"] >= last_ts)
+        assert wait_until(lambda: pipeline.stats()["output"]["watermark"] >= last_ts)
         for _ in range(3):  # idle for 1000 s per period: cool down, then patience, then down
             clock.now += 1000.0
             scaler.step()
@@ -182,19 +182,9 @@ def test_a_pipeline_is_scaled_up_and_down_with_output_equal_to_sn(policy: str) -
     assert out.equals(stretch.run_sn(op, [left, right]))
 
 
-def _wait_until(condition: Callable[[], bool]) -> bool:
-    """Poll ``condition`` every 10 ms until it holds, for at most TIMEOUT_S."""
-    tick = threading.Event()
-    for _ in range(int(TIMEOUT_S / 0.01)):
-        if condition():
-            return True
-        tick.wait(0.01)
-    return condition()
-
-
 def _wait_for_work(pipeline: stretch.Pipeline) -> bool:
     """Wait (bounded) until instance 0 has been busy for some work."""
-    return _wait_until(lambda: pipeline.pool.instances[0].busy_ns > 0)
+    return wait_until(lambda: pipeline.pool.instances[0].busy_ns > 0)
 
 
 def test_autoscale_binds_a_pipeline_and_records_the_cause() -> None:
@@ -204,7 +194,7 @@ def test_autoscale_binds_a_pipeline_and_records_the_cause() -> None:
             autoscale(pipeline, PolicyConfig(max_parallelism=8))
         scaler = autoscale(pipeline, PolicyConfig(period_ms=10, min_parallelism=1))
         try:  # idle: the policy asks to decommission, patience permitting
-            assert _wait_until(lambda: any(r.applied for r in scaler.records))
+            assert wait_until(lambda: any(r.applied for r in scaler.records))
         finally:
             scaler.stop(TIMEOUT_S)
         applied = next(r for r in scaler.records if r.applied)
