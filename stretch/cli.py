@@ -532,15 +532,22 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pipeline(args: argparse.Namespace) -> int:
-    for flag, value in [
-        ("--parallelism", args.parallelism),
-        ("--files-per-trigger", args.files_per_trigger),
-        ("--trigger-rows", args.trigger_rows or 1),
-    ]:
+def _require_positive(flags: Sequence[tuple[str, int]]) -> None:
+    """Raise ``InputError`` naming the first ``(flag, value)`` below 1."""
+    for flag, value in flags:
         if value < 1:
             msg = f"{flag} must be >= 1, got {value}"
             raise InputError(msg)
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    _require_positive(
+        [
+            ("--parallelism", args.parallelism),
+            ("--files-per-trigger", args.files_per_trigger),
+            ("--trigger-rows", args.trigger_rows or 1),
+        ]
+    )
     try:
         from stretch.spark.cli import run_pipeline_command  # noqa: PLC0415 - needs pyspark
     except ImportError as exc:
@@ -565,14 +572,9 @@ def _pipeline(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    for flag, value in [
-        ("--rows", args.rows),
-        ("--parallelism", args.parallelism),
-        ("--files", args.files),
-    ]:
-        if value < 1:
-            msg = f"{flag} must be >= 1, got {value}"
-            raise InputError(msg)
+    _require_positive(
+        [("--rows", args.rows), ("--parallelism", args.parallelism), ("--files", args.files)]
+    )
     try:
         from stretch.demo import run_demo  # noqa: PLC0415 - needs pyspark
     except ImportError as exc:
