@@ -12,7 +12,6 @@ import json
 import math
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import ValidationError
@@ -24,7 +23,7 @@ from api.schemas import INT64_MAX, INT64_MIN, BatchRows
 from stretch.errors import InputError, SchemaError
 from stretch.model.schema import TS, Schema
 
-__all__ = ["ARROW_STREAM", "decode_batch", "encode_arrow", "json_rows", "sort_by_ts"]
+__all__ = ["ARROW_STREAM", "decode_batch", "encode_arrow", "json_rows"]
 
 
 def _reject_constant(name: str) -> None:
@@ -133,19 +132,6 @@ def _unpaired(text: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
-
-
-def sort_by_ts(table: pa.Table) -> pa.Table:
-    """``table`` in ``ts`` order; rows with equal ``ts`` keep their order (stable)."""
-    if table.num_rows < 2 or table.schema.get_field_index(TS) < 0:
-        return table  # no ts or more than one: conform() names the fault
-    ts = table.column(TS)
-    if not (pa.types.is_integer(ts.type) or pa.types.is_timestamp(ts.type)) or ts.null_count:
-        return table  # conform() names the bad column
-    values = ts.to_numpy()
-    if bool(np.all(values[1:] >= values[:-1])):
-        return table
-    return table.take(pc.sort_indices(table, sort_keys=[(TS, "ascending")]))
 
 
 def json_rows(table: pa.Table) -> list[dict[str, Any]]:

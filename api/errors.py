@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 
 from stretch.errors import (
     CapacityError,
+    ClosedError,
     InputError,
     LateTupleError,
     OperatorError,
@@ -67,6 +68,7 @@ class UnsupportedMediaError(InputError):
 _STATUS: Sequence[tuple[type[StretchError], int]] = (
     (NotFoundError, 404),
     (ConflictError, 409),
+    (ClosedError, 409),
     (StoppedError, 409),
     (TooLargeError, 413),
     (UnsupportedMediaError, 415),

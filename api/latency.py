@@ -15,9 +15,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from stretch.errors import InputError
+from stretch.errors import InputError, StretchError
 from stretch.model.schema import TS
-from stretch.vsn.output_log import OutputLog
+from stretch.vsn import Pipeline
 
 __all__ = ["ArrivalClock", "LatencyObserver"]
 
@@ -63,7 +63,7 @@ class LatencyObserver:
     """A thread that follows an output log and reports each new group's latency.
 
     Args:
-        log: The operator's output log.
+        pipeline: The operator's pipeline (its output is followed).
         clock: The arrival times of the operator's input batches.
         observe: Called with a latency in seconds.
         name: The thread's name.
@@ -73,13 +73,13 @@ class LatencyObserver:
 
     def __init__(
         self,
-        log: OutputLog,
+        pipeline: Pipeline,
         clock: ArrivalClock,
         observe: Callable[[float], None],
         name: str,
         poll_s: float = 0.2,
     ) -> None:
-        self._log = log
+        self._pipeline = pipeline
         self._clock = clock
         self._observe = observe
         self._poll_s = poll_s
@@ -99,17 +99,21 @@ class LatencyObserver:
     def _run(self) -> None:
         offset = 0
         while not self._stop.is_set():
+            pipeline = self._pipeline
             try:
-                rows, _ = self._log.read(offset, 1, self._poll_s)
+                rows, _ = pipeline.output(offset, 1, self._poll_s)
+                output = pipeline.output_status()
                 if not rows.num_rows:
-                    if self._log.finished and offset >= self._log.end_offset:
+                    if output.finished and offset >= output.end_offset:
                         return
                     continue
-                end = self._log.end_offset
-                last, _ = self._log.read(end - 1, 1)
+                end = output.end_offset
+                last, _ = pipeline.output(end - 1, 1)
             except InputError:  # a reader committed past us and the log trimmed
-                offset = self._log.start_offset
+                offset = pipeline.output_status().start_offset
                 continue
+            except StretchError:  # the operator failed: nothing more to follow
+                return
             now = time.time()
             if last.num_rows:
                 arrival = self._clock.newest_before(last.column(TS)[0].as_py())

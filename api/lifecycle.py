@@ -50,7 +50,7 @@ Registry = Annotated[OperatorRegistry, Depends(registry)]
     response_model=OperatorStatus,
     responses=ERRORS,
 )
-async def create_operator(body: CreateOperator, operators: Registry) -> dict[str, Any]:
+async def create_operator(body: CreateOperator, operators: Registry) -> OperatorStatus:
     """Start catalog operator ``operator`` under ``name`` with m instances of a pool of n."""
     managed = await run_in_threadpool(
         operators.create,
@@ -67,13 +67,13 @@ async def create_operator(body: CreateOperator, operators: Registry) -> dict[str
 
 
 @router.get("", response_model=list[OperatorStatus])
-async def list_operators(operators: Registry) -> list[dict[str, Any]]:
+async def list_operators(operators: Registry) -> list[OperatorStatus]:
     """The status of every operator, by name."""
     return [managed.status() for managed in operators.all()]
 
 
 @router.get("/{name}", response_model=OperatorStatus, responses=ERRORS)
-async def get_operator(name: NAME, operators: Registry) -> dict[str, Any]:
+async def get_operator(name: NAME, operators: Registry) -> OperatorStatus:
     """Epoch, parallelism, mapping, watermark per source, counters."""
     return operators.get(name).status()
 

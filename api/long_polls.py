@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 
 from stretch.errors import CapacityError
-from stretch.vsn.output_log import OutputLog
+from stretch.vsn import Pipeline
 
 __all__ = ["LongPolls"]
 
@@ -34,8 +34,8 @@ class LongPolls:
         """Whether another read with a wait would be refused."""
         return self.waiting >= self.limit
 
-    async def wait(self, log: OutputLog, offset: int, timeout_s: float) -> None:
-        """Wait until ``log`` has a row at ``offset`` or ends, at most ``timeout_s``.
+    async def wait(self, pipeline: Pipeline, offset: int, timeout_s: float) -> None:
+        """Wait until the output has a row at ``offset`` or ends, at most ``timeout_s``.
 
         Raises:
             CapacityError: ``limit`` reads are waiting already.
@@ -55,16 +55,17 @@ class LongPolls:
                 loop.call_soon_threadsafe(changed.set)
 
         self.waiting += 1
-        log.subscribe(notify)
+        pipeline.subscribe(notify)
         try:
             deadline = loop.time() + timeout_s
             while True:
                 changed.clear()
                 remaining = deadline - loop.time()
-                if log.finished or log.end_offset > offset or remaining <= 0:
+                output = pipeline.output_status()
+                if output.finished or output.end_offset > offset or remaining <= 0:
                     return
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), remaining)
         finally:
-            log.unsubscribe(notify)
+            pipeline.unsubscribe(notify)
             self.waiting -= 1

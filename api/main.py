@@ -74,7 +74,7 @@ def create_app(
     app.state.metrics = metrics
     app.state.operators = operators
     app.state.long_polls = long_polls
-    app.state.staging = StagingStore(metrics)
+    app.state.staging = StagingStore()
     install_error_handlers(app)
     app.state.body_limits = body_limits or BodyLimits()
     app.add_middleware(RequestGuard, limits=app.state.body_limits)

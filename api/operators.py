@@ -2,12 +2,12 @@
 
 HTTP adds three things to a ``stretch`` pipeline: idempotent batches (a ``batch_id`` seen
 before on a source is acknowledged and ignored, since Spark's ``foreachBatch`` is
-at-least-once), admission that never blocks a server thread (a batch is taken when the
-rows of the source's earlier batches are all in ESG_in; rows that do not fit at once wait
-in the source and go in as readers free room; otherwise ``CapacityError`` -> 429, nothing
-is dropped and the client retries), and per-source counters for the status and the
-metrics. A self-join declared ``one_stream``
-in the catalog (hedge) has one REST source whose batches feed both its pipeline sources.
+at-least-once), settings that make the runtime's admission refuse rather than queue (a
+batch is taken when the rows of the source's earlier batches are all in ESG_in, else
+``CapacityError`` -> 429 and the client retries; the runtime decides, under its own lock),
+and per-source counters for the status and the metrics. A self-join declared
+``one_stream`` in the catalog (hedge) has one REST source whose batches feed both its
+pipeline sources.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -26,13 +26,17 @@ from api.errors import ConflictError, LimitError, NotFoundError, TooLargeError
 from api.latency import ArrivalClock, LatencyObserver
 from api.limits import ServiceLimits
 from api.metrics import OperatorSnapshot, ServiceMetrics
+from api.schemas import (
+    InstanceStatus,
+    OperatorCounters,
+    OperatorStatus,
+    OutputStatus,
+    SourceStatus,
+)
 from controller import Autoscaler, PolicyConfig, autoscale
-from stretch.errors import CapacityError, LateTupleError, OperatorError
-from stretch.model.schema import TS, conform
+from stretch.errors import LateTupleError, OperatorError
 from stretch.operators.catalog import CATALOG, build
-from stretch.vsn import setup
-from stretch.vsn.pipeline import Pipeline
-from stretch.vsn.reconfiguration import ReconfigurationRecord
+from stretch.vsn import Admission, Pipeline, ReconfigurationStatus, RuntimeSettings, setup
 
 __all__ = ["ManagedOperator", "OperatorRegistry", "SourceCounters"]
 
@@ -88,9 +92,8 @@ class ManagedOperator:
         self.operator = operator
         self.params = dict(params)
         self.pipeline = pipeline
-        pipeline.max_pending_reconfigurations = MAX_PENDING_RECONFIGURATIONS
         self.capacity = capacity
-        inputs = range(len(pipeline.sources))
+        inputs = range(pipeline.op.n_inputs)
         self._feeds = (tuple(inputs),) if one_stream else tuple((i,) for i in inputs)
         # A one-stream batch goes into every pipeline source it feeds, so it takes their room.
         self.max_batch_rows = min(capacity // len(self._feeds[0]), limits.max_held_rows)
@@ -101,7 +104,7 @@ class ManagedOperator:
         self._clock = ArrivalClock(len(self.sources))
         latency = metrics.output_latency.labels(name)
         self._observer = LatencyObserver(
-            pipeline.log, self._clock, latency.observe, name=f"api-{name}-latency"
+            pipeline, self._clock, latency.observe, name=f"api-{name}-latency"
         )
         self._observer.start()
         self._autoscaler: Autoscaler | None = None
@@ -123,17 +126,18 @@ class ManagedOperator:
             raise NotFoundError(msg)
         return self.sources[source]
 
-    def _check_open(self, source: int) -> None:
-        if self.pipeline.sources[self._feeds[source][0]].input_closed:
-            msg = f"{self.where(source)} is closed; it takes no more input"
-            raise ConflictError(msg)
-
-    def add_batch(self, source: int, batch_id: int | None, table: pa.Table) -> tuple[int, bool]:
-        """Add a ts-sorted batch unless its id was seen; return (rows added, duplicate).
+    def add_batch(
+        self,
+        source: int,
+        batch_id: int | None,
+        table: pa.Table,
+        late: Literal["fail", "drop"] = "fail",
+    ) -> tuple[Admission, bool]:
+        """Add a batch (any order) unless its id was seen; return (admission, duplicate).
 
         Raises:
             NotFoundError: no such source.
-            ConflictError: the source is closed.
+            ClosedError: the source is closed.
             TooLargeError: the batch is larger than ``max_batch_rows``.
             CapacityError: rows of the source's earlier batches still wait for ESG_in,
                 or the output log or the reorder buffer is full (retry later).
@@ -146,10 +150,7 @@ class ManagedOperator:
             if batch_id is not None and batch_id in counters.batch_ids:
                 counters.duplicate_batches += 1
                 self._metrics.duplicate_batches.labels(self.name, str(source)).inc()
-                return 0, True
-            self._check_open(source)
-            feeds = self._feeds[source]
-            first = feeds[0]
+                return Admission(0), True
             rows = table.num_rows
             if rows > self.max_batch_rows:
                 msg = (
@@ -158,74 +159,40 @@ class ManagedOperator:
                     "capacity); split it"
                 )
                 raise TooLargeError(msg)
-            waiting = max(self.pipeline.backlog(fed) for fed in feeds)
-            if waiting:
-                msg = (
-                    f"{self.where(source)}: {waiting} rows of earlier batches still wait for "
-                    "room in the ingest gate (for readers, or for the other sources to catch "
-                    "up); retry later"
-                )
-                raise CapacityError(msg)
-            table = conform(table, self.pipeline.sources[first].schema, self.where(source))
-            self._check_buffers(first, table)
+            feeds = self._feeds[source]
             arrival_s = time.time()
             try:
-                added = self.pipeline.add(first, table)
-            except LateTupleError:
-                late = self._late_rows(first, table)
-                counters.late_tuples += late
-                self._metrics.late_tuples.labels(self.name, str(source)).inc(late)
+                admission = self.pipeline.add(feeds[0], table, late)
+            except LateTupleError as exc:
+                self._count_late(source, exc.rows or rows)
                 raise
             for other in feeds[1:]:  # the same rows, so the same lateness: they go in
-                self.pipeline.add(other, table)
+                self.pipeline.add(other, table, late)
+            if admission.dropped:
+                self._count_late(source, admission.dropped)
             if batch_id is not None:
                 counters.batch_ids.add(batch_id)
             counters.batches += 1
-            counters.tuples_in += added
-            self._metrics.tuples_in.labels(self.name, str(source)).inc(added)
-            if added:
-                self._clock.record(source, int(table.column(TS)[0].as_py()), arrival_s)
-            return added, False
+            counters.tuples_in += admission.accepted
+            self._metrics.tuples_in.labels(self.name, str(source)).inc(admission.accepted)
+            if admission.min_ts is not None:
+                self._clock.record(source, admission.min_ts, arrival_s)
+            return admission, False
 
-    def _check_buffers(self, source: int, table: pa.Table) -> None:
-        """Refuse a batch while the output log or the source's reorder buffer is full.
+    def _count_late(self, source: int, rows: int) -> None:
+        """Count late rows of ``source`` (the caller holds its counters' lock)."""
+        self.sources[source].late_tuples += rows
+        self._metrics.late_tuples.labels(self.name, str(source)).inc(rows)
 
-        Raises:
-            CapacityError: the log holds ``max_uncommitted_rows`` uncommitted rows, or the
-                reorder buffer would hold more than ``max_held_rows`` after the batch.
-
-        """
-        log = self.pipeline.log
-        uncommitted = log.end_offset - log.start_offset
-        if uncommitted >= self.limits.max_uncommitted_rows:
-            msg = (
-                f"{self.where(source)}: the output log holds {uncommitted} rows not committed "
-                f"(limit {self.limits.max_uncommitted_rows}); read the output and commit it "
-                "(POST .../output/commit), then retry"
-            )
-            raise CapacityError(msg)
-        reorder = self.pipeline.sources[source].reorder
-        held = reorder.held_after(table.column(TS).to_numpy())
-        if held > self.limits.max_held_rows:
-            msg = (
-                f"{self.where(source)}: its reorder buffer would hold {held} rows (limit "
-                f"{self.limits.max_held_rows}) waiting for the released watermark "
-                f"(largest ts - allowed lateness {reorder.allowed_lateness_ms} ms); send a "
-                "watermark (POST .../watermark) to release them, then retry"
-            )
-            raise CapacityError(msg)
-
-    def _late_rows(self, source: int, table: pa.Table) -> int:
-        """Rows of a rejected batch older than the source's released watermark."""
-        released = self.pipeline.sources[source].reorder.released
-        ts = table.column(TS).to_numpy()
-        return int((ts < released).sum()) or int(table.num_rows)
+    def set_allowed_lateness(self, source: int, allowed_lateness_ms: int) -> None:
+        """Let rows of ``source`` arrive this far behind its largest ``ts`` from now on."""
+        for fed in self._feeds[source]:
+            self.pipeline.set_allowed_lateness(fed, allowed_lateness_ms)
 
     def watermark(self, source: int, ts: int) -> None:
         """Promise no later tuple of ``source`` before ``ts``."""
         counters = self.source(source)
         with counters.lock:
-            self._check_open(source)
             for fed in self._feeds[source]:
                 self.pipeline.watermark(fed, ts)
 
@@ -236,7 +203,7 @@ class ManagedOperator:
             for fed in self._feeds[source]:
                 self.pipeline.close(fed)
 
-    def reconfigurations(self) -> list[ReconfigurationRecord]:
+    def reconfigurations(self) -> tuple[ReconfigurationStatus, ...]:
         """Every reconfiguration requested so far."""
         return self.pipeline.reconfigurations()
 
@@ -307,71 +274,68 @@ class ManagedOperator:
 
     def snapshot(self) -> OperatorSnapshot:
         """The metrics collector's view of this operator."""
-        stats = self.pipeline.stats()
+        status = self.pipeline.status()
         return OperatorSnapshot(
             name=self.name,
-            tuples_out=stats["output"]["end_offset"],
-            epoch=stats["epoch"],
-            active_instances=stats["parallelism"],
-            esg_in_occupancy=stats["esg_in"]["occupancy"],
-            esg_out_occupancy=stats["esg_out"]["occupancy"],
-            comparisons=sum(i["comparisons"] for i in stats["instances"]),
-            instance_busy_s=[i["busy_s"] for i in stats["instances"]],
+            tuples_out=status.output.end_offset,
+            epoch=status.epoch,
+            active_instances=status.parallelism,
+            esg_in_occupancy=status.esg_in.occupancy,
+            esg_out_occupancy=status.esg_out.occupancy,
+            comparisons=sum(i.comparisons for i in status.instances),
+            instance_busy_s=[i.busy_s for i in status.instances],
             autoscale_decisions=dict(self._autoscaler.decisions) if self._autoscaler else {},
             reconfiguration_s=[
-                r["duration_ms"] / 1e3
-                for r in stats["reconfigurations"]
-                if r["duration_ms"] is not None
+                r.duration_ms / 1e3 for r in status.reconfigurations if r.duration_ms is not None
             ],
         )
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> OperatorStatus:
         """The body of ``GET /v1/operators/{name}``."""
-        stats = self.pipeline.stats()
-        log = self.pipeline.log
+        status = self.pipeline.status()
+        output = status.output
         sources = [
-            {
-                "index": i,
-                "watermark": stats["watermarks"][self._feeds[i][0]],
-                "closed": self.pipeline.sources[self._feeds[i][0]].input_closed,
-                "tuples_in": c.tuples_in,
-                "batches": c.batches,
-                "duplicate_batches": c.duplicate_batches,
-                "late_tuples": c.late_tuples,
-            }
-            for i, c in enumerate(self.sources)
+            SourceStatus(
+                index=i,
+                watermark=status.sources[feeds[0]].watermark,
+                closed=status.sources[feeds[0]].closed,
+                tuples_in=c.tuples_in,
+                batches=c.batches,
+                duplicate_batches=c.duplicate_batches,
+                late_tuples=c.late_tuples,
+            )
+            for i, (c, feeds) in enumerate(zip(self.sources, self._feeds, strict=True))
         ]
-        return {
-            "name": self.name,
-            "operator": self.operator,
-            "params": self.params,
-            "epoch": stats["epoch"],
-            "parallelism": stats["parallelism"],
-            "max_parallelism": stats["max_parallelism"],
-            "max_batch_rows": self.max_batch_rows,
-            "mapping": list(self.pipeline.pool.current.mapping),
-            "watermarks": [stats["watermarks"][feeds[0]] for feeds in self._feeds],
-            "sources": sources,
-            "instances": stats["instances"],
-            "output": {
-                "start_offset": log.start_offset,
-                "end_offset": log.end_offset,
-                "finished": log.finished,
-            },
-            "counters": {
-                "tuples_in": sum(c.tuples_in for c in self.sources),
-                "tuples_out": log.end_offset,
-                "late_tuples": sum(c.late_tuples for c in self.sources),
-                "duplicate_batches": sum(c.duplicate_batches for c in self.sources),
-                "esg_in_occupancy": stats["esg_in"]["occupancy"],
-            },
-        }
+        return OperatorStatus(
+            name=self.name,
+            operator=self.operator,
+            params=self.params,
+            epoch=status.epoch,
+            parallelism=status.parallelism,
+            max_parallelism=status.max_parallelism,
+            max_batch_rows=self.max_batch_rows,
+            mapping=list(status.mapping),
+            watermarks=[s.watermark for s in sources],
+            sources=sources,
+            instances=[InstanceStatus.model_validate(asdict(i)) for i in status.instances],
+            output=OutputStatus(
+                start_offset=output.start_offset,
+                end_offset=output.end_offset,
+                finished=output.finished,
+            ),
+            counters=OperatorCounters(
+                tuples_in=sum(c.tuples_in for c in self.sources),
+                tuples_out=output.end_offset,
+                late_tuples=sum(c.late_tuples for c in self.sources),
+                duplicate_batches=sum(c.duplicate_batches for c in self.sources),
+                esg_in_occupancy=status.esg_in.occupancy,
+            ),
+        )
 
     def shutdown(self) -> None:
         """Stop the autoscaler, the pipeline's threads and the latency observer."""
         self.clear_autoscale()
         self.pipeline.shutdown()
-        self.pipeline.log.finish()
         self._observer.stop()
         self._metrics.forget(self.name, len(self.sources))
 
@@ -427,9 +391,15 @@ class OperatorRegistry:
             op = build(operator, params)
             n = max_parallelism or max(parallelism, DEFAULT_MAX_PARALLELISM)
             self._check_limits(name, n)
-            pipeline = setup(
-                op, parallelism, n, capacity=capacity, allowed_lateness_ms=allowed_lateness_ms
+            settings = RuntimeSettings(
+                capacity=capacity,
+                allowed_lateness_ms=allowed_lateness_ms,
+                max_held_rows=self.limits.max_held_rows,
+                max_uncommitted_rows=self.limits.max_uncommitted_rows,
+                refuse_behind_backlog=True,
+                max_pending_reconfigurations=MAX_PENDING_RECONFIGURATIONS,
             )
+            pipeline = setup(op, parallelism, n, settings=settings)
             managed = ManagedOperator(
                 name,
                 operator,

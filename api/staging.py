@@ -33,14 +33,13 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from api.codec import decode_batch, sort_by_ts
+from api.codec import decode_batch
 from api.errors import ConflictError
 from api.lifecycle import ERRORS, NAME, Registry
-from api.metrics import ServiceMetrics
 from api.operators import ManagedOperator
 from api.schemas import INT64_MAX
-from stretch.errors import CapacityError, LateTupleError
-from stretch.model.schema import TS, conform
+from stretch.errors import CapacityError
+from stretch.model.schema import conform
 
 __all__ = [
     "DEFAULT_MAX_STAGED_BYTES",
@@ -53,9 +52,6 @@ __all__ = [
 
 DEFAULT_MAX_STAGED_BYTES = 1 << 30
 """Bytes of staged parts an app holds before a part gets 429."""
-
-LATE_RETRIES = 3
-"""Times a ``drop`` commit re-filters when the watermark moved between filter and add."""
 
 router = APIRouter(prefix="/v1/operators", tags=["staging"])
 
@@ -125,13 +121,11 @@ class StagingStore:
     staged parts and committed ids go with it and a new one of the same name starts clean.
 
     Args:
-        metrics: The service's metrics (late rows dropped are counted there).
         max_bytes: The most bytes of staged parts held at once.
 
     """
 
-    def __init__(self, metrics: ServiceMetrics, max_bytes: int = DEFAULT_MAX_STAGED_BYTES) -> None:
-        self._metrics = metrics
+    def __init__(self, max_bytes: int = DEFAULT_MAX_STAGED_BYTES) -> None:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._bytes = 0
@@ -176,7 +170,7 @@ class StagingStore:
         """
         state = self._source(managed, source)
         where = f"{managed.where(source)}, writer {writer!r} batch {batch} part {part}"
-        table = conform(table, managed.pipeline.sources[source].schema, where)
+        table = conform(table, managed.pipeline.op.inputs[source], where)
         with state.lock:
             if batch <= state.last_committed.get(writer, -1):
                 return PartStaged(rows=0, committed=True)
@@ -220,54 +214,22 @@ class StagingStore:
                     f"(staged: {sorted(parts) or 'none'}); send them again"
                 )
                 raise ConflictError(msg)
-            schema = managed.pipeline.sources[source].schema.arrow()
             tables = [parts[p] for p in body.parts]
-            table = sort_by_ts(pa.concat_tables(tables) if tables else schema.empty_table())
+            schema = managed.pipeline.op.inputs[source].arrow()
+            table = pa.concat_tables(tables) if tables else schema.empty_table()
             if body.allowed_lateness_ms is not None:
-                managed.pipeline.sources[
-                    source
-                ].reorder.allowed_lateness_ms = body.allowed_lateness_ms
+                managed.set_allowed_lateness(source, body.allowed_lateness_ms)
             try:
-                accepted, dropped = self._add(managed, source, table, body.late_rows)
+                admission, _ = managed.add_batch(source, None, table, body.late_rows)
             except Exception as exc:
                 if not isinstance(exc, CapacityError):  # a full buffer keeps the parts
                     self._discard(state, writer, batch)
                 raise
             state.last_committed[writer] = batch
             self._discard_through(state, writer, batch)
-        return CommitAccepted(accepted=accepted, dropped=dropped, duplicate=False)
-
-    def _add(
-        self, managed: ManagedOperator, source: int, table: pa.Table, late_rows: str
-    ) -> tuple[int, int]:
-        """Add ``table`` to the source; with ``drop``, without its late rows (counted)."""
-        dropped = 0
-        for _ in range(LATE_RETRIES):
-            if late_rows == "drop":
-                released = managed.pipeline.sources[source].reorder.released
-                ts = table.column(TS).to_numpy()
-                late = ts < released
-                if bool(late.any()):
-                    dropped += int(late.sum())
-                    table = table.filter(pa.array(~late))
-                    self._count_late(managed, source, int(late.sum()))
-            if table.num_rows == 0:
-                return 0, dropped
-            try:
-                added, _ = managed.add_batch(source, None, table)
-            except LateTupleError:
-                if late_rows != "drop":
-                    raise
-                continue  # another producer moved the watermark between filter and add
-            return added, dropped
-        msg = f"{managed.where(source)}: the watermark kept moving while late rows were dropped"
-        raise ConflictError(msg)
-
-    def _count_late(self, managed: ManagedOperator, source: int, rows: int) -> None:
-        counters = managed.source(source)
-        with counters.lock:
-            counters.late_tuples += rows
-        self._metrics.late_tuples.labels(managed.name, str(source)).inc(rows)
+        return CommitAccepted(
+            accepted=admission.accepted, dropped=admission.dropped, duplicate=False
+        )
 
     def abort(self, managed: ManagedOperator, source: int, writer: str, batch: int) -> None:
         """Discard the staged parts of the writer's batch (nothing if none)."""

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.codec import ARROW_STREAM, decode_batch, encode_arrow, json_rows, sort_by_ts
+from api.codec import ARROW_STREAM, decode_batch, encode_arrow, json_rows
 from api.guard import BodyLimits
 from api.lifecycle import ERRORS, NAME, Registry
 from api.long_polls import LongPolls
@@ -21,6 +21,7 @@ from api.schemas import (
     OutputPage,
     WatermarkRequest,
 )
+from stretch.vsn import Admission
 
 __all__ = ["router"]
 
@@ -81,10 +82,10 @@ async def add_batch(
     body = await request.body()
     content_type = request.headers.get("content-type", "")
     limits: BodyLimits = request.app.state.body_limits
-    accepted, duplicate = await run_in_threadpool(
+    admission, duplicate = await run_in_threadpool(
         _decode_and_add, managed, source, batch_id, body, content_type, limits
     )
-    return BatchAccepted(accepted=accepted, duplicate=duplicate)
+    return BatchAccepted(accepted=admission.accepted, duplicate=duplicate)
 
 
 def _decode_and_add(
@@ -94,11 +95,11 @@ def _decode_and_add(
     body: bytes,
     content_type: str,
     limits: BodyLimits,
-) -> tuple[int, bool]:
+) -> tuple[Admission, bool]:
     schema = managed.pipeline.op.inputs[source]
     where = managed.where(source)
     table = decode_batch(body, content_type, schema, where, limits.decoded_batch_bytes)
-    return managed.add_batch(source, batch_id, sort_by_ts(table))
+    return managed.add_batch(source, batch_id, table)
 
 
 @router.post(
@@ -161,7 +162,7 @@ async def output(
     """
     pipeline = operators.get(name).pipeline
     if wait_ms > 0:
-        await long_polls(request).wait(pipeline.log, offset, wait_ms / 1000)
+        await long_polls(request).wait(pipeline, offset, wait_ms / 1000)
         pipeline = operators.get(name).pipeline
     table, next_offset = pipeline.output(offset, max_rows)
     if ARROW_STREAM in accept:

@@ -18,13 +18,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from _elastic_load import DRAIN_TIMEOUT_S, busy_s, work_done
+from _elastic_load import DRAIN_TIMEOUT_S
 from numpy.typing import NDArray
 
 from controller import Autoscaler, PipelineSampler, PolicyConfig
 from stretch.model.oplus import OPlus
-from stretch.vsn import Pipeline, setup
-from stretch.vsn.reconfiguration import ReconfigurationRecord
+from stretch.vsn import Pipeline, ReconfigurationStatus, setup
 
 SAMPLE_S = 0.25
 """How often a run samples the pipeline's counters (the time series of the plots)."""
@@ -94,7 +93,7 @@ class Reader(threading.Thread):
         offset = 0
         try:
             while not self.stop.is_set():
-                finished = self.pipeline.log.wait_finished(0)
+                finished = self.pipeline.output_status().finished
                 table, end = self.pipeline.output(offset, wait_s=POLL_S)
                 if table.num_rows == 0:
                     if finished:
@@ -135,15 +134,15 @@ class Monitor(threading.Thread):
         self.stop = threading.Event()
 
     def sample(self) -> None:
-        pipeline = self.pipeline
+        status = self.pipeline.status()
         self.samples.append(
             Sample(
                 time.perf_counter() - self.start_s,
-                pipeline.pool.current.parallelism,
-                len(pipeline.sources[0]),
-                tuple(work_done(pipeline)),
-                tuple(busy_s(pipeline)),
-                int(pipeline.esg_in.occupancy()),
+                status.parallelism,
+                status.sources[0].rows,
+                tuple(i.comparisons for i in status.instances),
+                tuple(i.busy_s for i in status.instances),
+                status.esg_in.occupancy,
             )
         )
 
@@ -333,7 +332,7 @@ def measured_run(
 
 
 def _reconfiguration(
-    record: ReconfigurationRecord,
+    record: ReconfigurationStatus,
     returned: dict[int, float],
     feeder: Feeder,
     start_s: float,

@@ -46,13 +46,12 @@ def trading_day(seconds: float, mean_rate: float, peak_rate: float, seed: int) -
 
 def work_done(pipeline: Pipeline) -> list[int]:
     """Comparisons per pool instance so far (a band join's unit of work)."""
-    done = dict(getattr(pipeline.pool.compiled, "comparisons", {}))
-    return [done.get(i.j, 0) for i in pipeline.pool.instances]
+    return [i.comparisons for i in pipeline.status().instances]
 
 
 def busy_s(pipeline: Pipeline) -> list[float]:
     """Busy seconds per pool instance so far."""
-    return [i.busy_ns / 1e9 for i in pipeline.pool.instances]
+    return list(pipeline.load().busy_s)
 
 
 def cv_percent(values: Sequence[float]) -> float:
@@ -86,7 +85,7 @@ def calibrate(op: OPlus, tables: list[pa.Table], m: int, full_ms: int, until_ms:
         feeder.start()
         for ts_ms in (full_ms, until_ms):
             deadline = time.monotonic() + DRAIN_TIMEOUT_S
-            while pipeline.stats()["output"]["watermark"] < ts_ms:
+            while pipeline.output_status().watermark < ts_ms:
                 if time.monotonic() > deadline:
                     msg = f"calibration: output did not reach ts {ts_ms} in {DRAIN_TIMEOUT_S} s"
                     raise RuntimeError(msg)

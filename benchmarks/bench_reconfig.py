@@ -33,8 +33,7 @@ from _util import figure, machine, percentiles, progress, save, write
 
 from stretch.generate import scalejoin
 from stretch.operators.catalog import build
-from stretch.vsn import setup
-from stretch.vsn.pipeline import Pipeline
+from stretch.vsn import Pipeline, setup
 
 TARGET_P99_MS = 5.0
 
@@ -77,7 +76,7 @@ class Feeder(threading.Thread):
 
 def _load(pipeline: Pipeline) -> list[tuple[float, float]]:
     """(comparisons, busy seconds) per instance, cumulative."""
-    return [(i["comparisons"], i["busy_s"]) for i in pipeline.stats()["instances"]]
+    return [(i.comparisons, i.busy_s) for i in pipeline.status().instances]
 
 
 def _cv(values: list[float]) -> float:

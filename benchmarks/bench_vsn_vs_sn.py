@@ -5,7 +5,7 @@ parallelism, in chunks of ``--chunk`` tuples handed in as fast as they are taken
 
 * VSN: ``stretch.setup(op, p, p)``; every instance reads every tuple from ESG_in and
   updates the keys it owns in the one shared state, through the operators' Numba kernels
-  (``stretch.vsn.compiled.aggregates``; f_MK runs once per tuple for all instances). With
+  (``stretch.vsn._compiled.aggregates``; f_MK runs once per tuple for all instances). With
   ``--generic`` the instances run the operators' Python functions instead, which isolates
   what sharing (no duplication) alone gives.
 * SN: ``stretch.model.sn.SNRuntime(op, p)``; forwardSN sends each tuple to every instance
@@ -42,7 +42,7 @@ from stretch.model.oplus import END_OF_INPUT, OPlus
 from stretch.model.sn import SNRuntime, tuples_of
 from stretch.operators.catalog import build
 from stretch.vsn import setup
-from stretch.vsn.compiled.aggregates import AggregateKernel
+from stretch.vsn._compiled.aggregates import AggregateKernel
 
 CASES = {"wordcount": {}, "paircount L": {"b": 3}, "paircount M": {"b": 10},
          "paircount H": {"b": "inf"}}  # fmt: skip
@@ -87,14 +87,14 @@ def run_vsn(
     arrivals: list[tuple[float, np.ndarray]] = []
     peak_sets = [0]
     pipeline = setup(op, p, p, capacity=capacity, compiled=compiled)
-    kernel = pipeline.pool.compiled
+    kernel = pipeline._pool.compiled  # the state size is measured inside the runtime
     try:
 
         def consume() -> None:
             offset = 0
             while True:
                 if sample:
-                    sets = sum(len(g) for g in pipeline.pool.sigma)
+                    sets = sum(len(g) for g in pipeline._pool.sigma)
                     if isinstance(kernel, AggregateKernel):
                         sets += kernel.window_sets()
                     peak_sets[0] = max(peak_sets[0], sets)
@@ -103,8 +103,10 @@ def run_vsn(
                     arrivals.append((time.perf_counter(), out.column("ts").to_numpy()))
                     pipeline.commit(end)
                     offset = end
-                elif pipeline.log.finished and offset == pipeline.log.end_offset:
-                    return
+                else:
+                    done = pipeline.output_status()
+                    if done.finished and offset == done.end_offset:
+                        return
 
         consumer = threading.Thread(target=consume)
         begin = time.perf_counter()

@@ -10,23 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-
-import numpy as np
 
 from controller.load import LoadSnapshot
-from stretch.operators.kernels import BandJoinSpec
 from stretch.vsn import Pipeline
 
 __all__ = ["PipelineSampler"]
-
-
-@dataclass(frozen=True)
-class _Counters:
-    time_s: float
-    busy_s: tuple[float, ...]
-    comparisons: int
-    rows: tuple[int, ...]
 
 
 class PipelineSampler:
@@ -46,33 +34,32 @@ class PipelineSampler:
     def __init__(self, pipeline: Pipeline, clock: Callable[[], float] = time.monotonic) -> None:
         self.pipeline = pipeline
         self.clock = clock
-        self.join = isinstance(pipeline.op.kernel, BandJoinSpec)
-        self._last = self._read()
+        self._last = (clock(), pipeline.load())
         # Kept from the latest period with work: an instance's busy time counts when a batch
         # is done, so a period inside a long batch (a backlog) shows no work.
         self._capacity: float | None = None
 
     def sample(self) -> LoadSnapshot | None:
         """The load since the previous call, or None if no time has passed."""
-        now = self._read()
-        last, self._last = self._last, now
-        period = now.time_s - last.time_s
+        now = (self.clock(), self.pipeline.load())
+        (last_s, last), self._last = self._last, now
+        now_s, counters = now
+        period = now_s - last_s
         if period <= 0:
             return None
-        pool = self.pipeline.pool
-        m = pool.current.parallelism
+        m = counters.parallelism
         busy = tuple(
-            min(max((now.busy_s[j] - last.busy_s[j]) / period, 0.0), 1.0) for j in range(m)
+            min(max((counters.busy_s[j] - last.busy_s[j]) / period, 0.0), 1.0) for j in range(m)
         )
-        added = [b - a for a, b in zip(last.rows, now.rows, strict=True)]
-        busy_s = sum(now.busy_s) - sum(last.busy_s)
-        backlog = int(self.pipeline.esg_in.occupancy())
-        if self.join:
-            window = self._window_rows()
+        added = [b - a for a, b in zip(last.rows, counters.rows, strict=True)]
+        busy_s = sum(counters.busy_s) - sum(last.busy_s)
+        backlog = counters.backlog
+        window = counters.window_rows
+        if window is not None:  # a band join: the work unit is comparisons
             rates = [a / period for a in added]
             demand = rates[0] * window[1] + rates[1] * window[0]
             pending = backlog * (window[0] + window[1]) / 2
-            work = now.comparisons - last.comparisons
+            work = counters.comparisons - last.comparisons
             unit = "comparisons"
         else:
             demand = sum(added) / period
@@ -82,10 +69,10 @@ class PipelineSampler:
         if busy_s > 0 and work > 0:
             self._capacity = work / busy_s
         return LoadSnapshot(
-            time_s=now.time_s,
+            time_s=now_s,
             period_s=period,
             parallelism=m,
-            max_parallelism=self.pipeline.max_parallelism,
+            max_parallelism=counters.max_parallelism,
             busy=busy,
             input_rate=sum(added) / period,
             backlog=backlog,
@@ -93,29 +80,5 @@ class PipelineSampler:
             pending=pending,
             capacity=self._capacity,
             unit=unit,
-            epoch=pool.current.epoch,
+            epoch=counters.epoch,
         )
-
-    def _read(self) -> _Counters:
-        pool = self.pipeline.pool
-        comparisons = getattr(pool.compiled, "comparisons", {})
-        return _Counters(
-            self.clock(),
-            tuple(i.busy_ns / 1e9 for i in pool.instances),
-            int(sum(comparisons.values())),
-            tuple(len(s) for s in self.pipeline.sources),
-        )
-
-    def _window_rows(self) -> list[int]:
-        """Per source, the rows it holds within WS of its last ts (what a new tuple meets)."""
-        ws = self.pipeline.op.ws_ms
-        counts = []
-        for store in self.pipeline.sources:
-            held = store.rows()
-            ts = held.ts[: max(len(store) - held.base, 0)]
-            if ts.shape[0] == 0:
-                counts.append(0)
-                continue
-            first = int(np.searchsorted(ts, int(ts[-1]) - ws, side="left"))
-            counts.append(int(ts.shape[0]) - first)
-        return counts

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "CapacityError",
+    "ClosedError",
     "InputError",
     "LateTupleError",
     "OperatorError",
@@ -32,7 +33,21 @@ class SchemaError(InputError):
 
 
 class LateTupleError(InputError):
-    """A tuple whose ``ts`` is before its source's released watermark."""
+    """A tuple whose ``ts`` is before its source's released watermark.
+
+    Args:
+        message: What was late, where.
+        rows: How many rows of the refused batch were late (0 if not counted).
+
+    """
+
+    def __init__(self, message: str, rows: int = 0) -> None:
+        super().__init__(message)
+        self.rows = rows
+
+
+class ClosedError(InputError):
+    """Input for a source whose input already ended (it was closed)."""
 
 
 class OperatorError(StretchError):

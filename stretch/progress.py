@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from stretch.vsn.pipeline import Pipeline
+from stretch.vsn import Pipeline, ReconfigurationStatus
 
 __all__ = ["ReplayProgress"]
 
@@ -66,7 +66,7 @@ class ReplayProgress:
         if self._thread is not None:
             self._thread.join(JOIN_TIMEOUT_S)
             if self._pipeline is not None:
-                self._reconfigurations(self._pipeline.stats()["reconfigurations"])
+                self._reconfigurations(self._pipeline.reconfigurations())
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -74,13 +74,13 @@ class ReplayProgress:
                 self._sample(self._pipeline)
 
     def _sample(self, pipeline: Pipeline) -> None:
-        stats = pipeline.stats()
+        status = pipeline.status()
         rows_in = sum(
-            int(np.searchsorted(column, mark, "left"))
-            for column, mark in zip(self.columns, stats["watermarks"], strict=True)
-            if mark is not None
+            int(np.searchsorted(column, source.watermark, "left"))
+            for column, source in zip(self.columns, status.sources, strict=True)
+            if source.watermark is not None
         )
-        rows_out = int(stats["output"]["end_offset"])
+        rows_out = status.output.end_offset
         now = time.perf_counter()
         then, before_in, before_out = self._last
         elapsed = max(now - then, 1e-9)
@@ -92,23 +92,22 @@ class ReplayProgress:
             (rows_in - before_in) / elapsed,
             rows_out,
             (rows_out - before_out) / elapsed,
-            stats["parallelism"],
+            status.parallelism,
         )
-        self._reconfigurations(stats["reconfigurations"])
+        self._reconfigurations(status.reconfigurations)
 
-    def _reconfigurations(self, records: Sequence[dict[str, object]]) -> None:
+    def _reconfigurations(self, records: Sequence[ReconfigurationStatus]) -> None:
         for record in records:
-            epoch = record["epoch"]
-            if record["duration_ms"] is None or epoch in self._reported:
+            epoch = record.epoch
+            if record.duration_ms is None or epoch in self._reported:
                 continue
-            assert isinstance(epoch, int)
             self._reported.add(epoch)
             self.logger.info(
                 "%s: reconfiguration to epoch %d: %s -> %s instances in %.2f ms (at ts %s)",
                 self.name,
                 epoch,
-                record["from_parallelism"],
-                record["to_parallelism"],
-                record["duration_ms"],
-                record["trigger_ts"],
+                record.from_parallelism,
+                record.to_parallelism,
+                record.duration_ms,
+                record.trigger_ts,
             )

@@ -110,3 +110,60 @@ def test_no_import_cycle_between_modules() -> None:
         if module not in state and visit(module, []):
             break
     assert not cycle, " -> ".join(cycle)
+
+
+RUNTIME_INTERNALS = {"reorder", "pool", "compiled", "feeder", "gate", "sigma"}
+"""Attributes of the runtime's private parts: code outside ``stretch.vsn`` reads none."""
+
+DOOR_USERS = ("api", "controller", "stretch")
+"""Packages whose modules use the runtime only through its front door (``stretch.vsn``)."""
+
+
+def _outside_the_runtime() -> list[Path]:
+    return [
+        path
+        for package in DOOR_USERS
+        for path in (ROOT / package).rglob("*.py")
+        if not _within(_module_name(path), "stretch.vsn")
+    ]
+
+
+def test_code_outside_the_runtime_imports_only_its_front_door() -> None:
+    """Outside ``stretch/vsn/`` only ``stretch.vsn`` and the names it exports are imported,
+    and outside ``stretch/operators/`` no private kernel module."""
+    import stretch.vsn
+
+    door = {"stretch.vsn", *(f"stretch.vsn.{name}" for name in stretch.vsn.__all__)}
+    wrong = []
+    for path in _outside_the_runtime():
+        module = _module_name(path)
+        for target in _imports(path):
+            if _within(target, "stretch.vsn") and target not in door:
+                wrong.append((module, target))
+            kernel = _within(target, "stretch.operators.kernels") and "._" in target
+            if kernel and not _within(module, "stretch.operators"):
+                wrong.append((module, target))
+    assert not wrong, wrong
+
+
+def test_code_outside_the_runtime_reads_no_runtime_internal() -> None:
+    """No attribute of the runtime's private parts, and no private attribute of another
+    object, is read outside ``stretch/vsn/`` (an AST walk over every attribute access)."""
+    wrong = []
+    for path in _outside_the_runtime():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Attribute):
+                continue
+            owner = node.value
+            own = isinstance(owner, ast.Name) and owner.id in {"self", "cls"}
+            if node.attr in RUNTIME_INTERNALS or (
+                node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not own
+                and node.attr != "_exit"  # os._exit, Python's documented exit without cleanup
+            ):
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: .{node.attr}")
+            chain = isinstance(owner, ast.Attribute) and owner.attr == "pipeline"
+            if chain and node.attr in {"sources", "log", "instances", "esg_in", "esg_out"}:
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: .pipeline.{node.attr}")
+    assert not wrong, wrong

@@ -1,14 +1,43 @@
 """The VSN runtime (Alg. 3-6): n pool threads, m connected, one shared state.
 
-It owns how an operator runs in parallel: the pipeline (``setup``, ``run_vsn``), the
-instance pool and its threads running processVSN (Alg. 4), epoch-barrier reconfiguration
-(Alg. 5-6), ingest with per-source reorder buffers, the output blocks and the output log,
-and the kernel paths (``compiled``) that drive the operators' compiled kernels. It does
+It owns how an operator runs in parallel. Its front door is all that code outside this
+package may use: ``setup`` and ``run_vsn`` start a ``Pipeline``; ``RuntimeSettings`` holds
+its bounds; ``Pipeline.add`` answers an ``Admission``; ``status()`` and ``load()`` answer
+frozen snapshots (``PipelineStatus``, ``LoadCounters``). The modules behind it are private
+(``_pool``, ``_instance``, ``_reconfiguration``, ``_ingest``, ``_reorder``, ``_feeding``,
+``_output_block``, ``_output_log``, ``_audit`` and the kernel paths ``_compiled``). It does
 not define what an operator computes (``stretch.model``, ``stretch.operators``), nor HTTP
 or elasticity policies (``api``, ``controller``).
 """
 
 from stretch.vsn.pipeline import Pipeline
 from stretch.vsn.runtime import run_vsn, setup
+from stretch.vsn.settings import DEFAULT_CAPACITY, MAX_LATENESS_MS, MAX_PARALLELISM, RuntimeSettings
+from stretch.vsn.status import (
+    Admission,
+    GateStatus,
+    InstanceStatus,
+    LoadCounters,
+    OutputStatus,
+    PipelineStatus,
+    ReconfigurationStatus,
+    SourceStatus,
+)
 
-__all__ = ["Pipeline", "run_vsn", "setup"]
+__all__ = [
+    "DEFAULT_CAPACITY",
+    "MAX_LATENESS_MS",
+    "MAX_PARALLELISM",
+    "Admission",
+    "GateStatus",
+    "InstanceStatus",
+    "LoadCounters",
+    "OutputStatus",
+    "Pipeline",
+    "PipelineStatus",
+    "ReconfigurationStatus",
+    "RuntimeSettings",
+    "SourceStatus",
+    "run_vsn",
+    "setup",
+]

@@ -1,11 +1,16 @@
-"""A running VSN operator: ESG_in, the instance pool, ESG_out and the output log (Fig. 5).
+"""The runtime's front door: a running VSN operator (Fig. 5) behind one typed interface.
 
-``Pipeline`` is what ``stretch.setup(op, m, n)`` returns. Producers ``add`` batches per
-input source (``addSTRETCH``, Alg. 5: a source's pending control tuples go in first, at its
-last ts); ``reconfigure`` queues an epoch plan and puts its control tuple in every source;
-a drainer thread reads ESG_out and appends its rows, gathered from the instances' output
-blocks, to the output log, sorting rows of different instances by ``(ts, cause)`` so that
-the log equals ``run_sn`` row for row.
+``Pipeline`` is what ``stretch.setup(op, m, n)`` returns, and everything outside
+``stretch.vsn`` (the service, the controller, the CLI) uses only its methods: ``add``
+(admission: bounds, lateness, dropping late rows, decided here under the source's lock),
+``watermark``, ``close``, ``set_allowed_lateness``, ``reconfigure``, ``output``,
+``commit``, ``status``, ``load``. Inside, ESG_in, the instance pool, ESG_out and the output
+log are private. Producers' rows go through each source's reorder buffer into ESG_in
+(``addSTRETCH``, Alg. 5: a source's pending control tuples go in first, at its last ts);
+``reconfigure`` queues an epoch plan and puts its control tuple in every source; a drainer
+thread reads ESG_out and appends its rows, gathered from the instances' output blocks, to
+the output log, sorting rows of different instances by ``(ts, cause)`` so that the log
+equals ``run_sn`` row for row.
 """
 
 from __future__ import annotations
@@ -13,35 +18,50 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import asdict
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
 from scalegate import DATA, ElasticScaleGate
-from stretch.errors import CapacityError, InputError, ReconfigurationError, StoppedError
+from stretch.errors import (
+    CapacityError,
+    ClosedError,
+    InputError,
+    OperatorError,
+    ReconfigurationError,
+    StoppedError,
+)
 from stretch.model.batch import StringDictionary
 from stretch.model.mapping import default_mapping
 from stretch.model.oplus import END_OF_INPUT, OPlus
-from stretch.model.schema import conform
-from stretch.vsn.audit import OwnershipAudit
-from stretch.vsn.feeding import Feeder
-from stretch.vsn.ingest import SourceStore
-from stretch.vsn.instance import CompiledOperator
-from stretch.vsn.output_block import OutputBlock
-from stretch.vsn.output_log import OutputLog
-from stretch.vsn.pool import InstancePool
-from stretch.vsn.reconfiguration import EpochPlan, ReconfigurationRecord, plan
+from stretch.model.schema import TS, conform
+from stretch.operators.kernels import BandJoinSpec
+from stretch.vsn._audit import OwnershipAudit
+from stretch.vsn._compiled import compile_operator
+from stretch.vsn._feeding import Feeder
+from stretch.vsn._ingest import SourceStore
+from stretch.vsn._output_block import OutputBlock
+from stretch.vsn._output_log import OutputLog
+from stretch.vsn._pool import InstancePool
+from stretch.vsn._reconfiguration import EpochPlan, ReconfigurationRecord, plan
+from stretch.vsn.settings import MAX_LATENESS_MS, MAX_PARALLELISM, RuntimeSettings
+from stretch.vsn.status import (
+    Admission,
+    GateStatus,
+    InstanceStatus,
+    LoadCounters,
+    OutputStatus,
+    PipelineStatus,
+    ReconfigurationStatus,
+    SourceStatus,
+)
 
 __all__ = ["Pipeline"]
 
 logger = logging.getLogger(__name__)
-
-KEPT_RECONFIGURATIONS = 1024
-"""Reconfiguration records kept for ``reconfigurations`` (the most recent)."""
 
 JOIN_TIMEOUT_S = 10.0
 """How long ``shutdown`` waits for each thread."""
@@ -54,11 +74,8 @@ class Pipeline:
         op: The operator.
         parallelism: m, the instances connected at start (1 <= m <= n).
         max_parallelism: n, the pool threads.
-        capacity: Nodes each gate holds before adds block (flow control).
-        compiled: A kernel path for the operator (catalog operators), or None.
-        audit: If True, check that no key group is touched by two instances in an epoch.
-        allowed_lateness_ms: How far behind its largest ``ts`` a source's rows may arrive
-            (each source's reorder buffer, docs/design.md decision 8).
+        settings: Buffers, bounds and checks (``RuntimeSettings``; default settings if
+            None).
 
     Raises:
         ReconfigurationError: m is outside ``1..n`` or n exceeds the gates' limits.
@@ -70,85 +87,100 @@ class Pipeline:
         op: OPlus,
         parallelism: int,
         max_parallelism: int,
-        capacity: int = 1 << 16,
-        compiled: CompiledOperator | None = None,
-        audit: bool = False,
-        allowed_lateness_ms: int = 0,
+        settings: RuntimeSettings | None = None,
     ) -> None:
-        if not 1 <= parallelism <= max_parallelism <= 64:
+        if not 1 <= parallelism <= max_parallelism <= MAX_PARALLELISM:
             msg = (
                 f"operator {op.name!r}: need 1 <= parallelism ({parallelism}) <= "
-                f"max_parallelism ({max_parallelism}) <= 64"
+                f"max_parallelism ({max_parallelism}) <= {MAX_PARALLELISM}"
             )
             raise ReconfigurationError(msg)
+        settings = settings or RuntimeSettings()
         self.op = op
         self.max_parallelism = max_parallelism
-        self.dictionary = StringDictionary()
-        self.sources = [
+        self.settings = settings
+        self._dictionary = StringDictionary()
+        self._sources = [
             SourceStore(
-                i, schema, f"source {i} of {op.name!r}", self.dictionary, allowed_lateness_ms
+                i,
+                schema,
+                f"source {i} of {op.name!r}",
+                self._dictionary,
+                settings.allowed_lateness_ms,
             )
             for i, schema in enumerate(op.inputs)
         ]
-        self.esg_in = ElasticScaleGate(
+        self._esg_in = ElasticScaleGate(
             sources=range(op.n_inputs),
             readers=range(parallelism),
-            capacity=capacity,
+            capacity=settings.capacity,
             max_sources=max(op.n_inputs, 1),
             max_readers=max_parallelism,
             block=True,
         )
-        self.esg_out = ElasticScaleGate(
+        self._esg_out = ElasticScaleGate(
             sources=range(parallelism),
             readers=[0],
-            capacity=capacity,
+            capacity=settings.capacity,
             max_sources=max_parallelism,
             max_readers=1,
             block=True,
         )
         first = EpochPlan(0, parallelism, tuple(default_mapping(op.key_groups, parallelism)))
         self._switched = threading.Condition()
-        self.audit = OwnershipAudit() if audit else None
-        self.pool = InstancePool(
+        self._pool = InstancePool(
             op,
-            self.esg_in,
-            self.esg_out,
-            self.sources,
+            self._esg_in,
+            self._esg_out,
+            self._sources,
             first,
             max_parallelism,
-            compiled,
-            self.audit,
+            compile_operator(op) if settings.compiled else None,
+            OwnershipAudit() if settings.audit else None,
             self._on_switch,
         )
-        self.feeder = Feeder(self.esg_in, self.pool, self.sources)
-        self.max_pending_reconfigurations: int | None = None  # a service sets a bound
-        self.kept_reconfigurations = KEPT_RECONFIGURATIONS
-        self.log = OutputLog(self.pool.output_schema)
+        self._feeder = Feeder(self._esg_in, self._pool, self._sources)
+        self._feeder.trim_rows = settings.trim_rows
+        self._log = OutputLog(self._pool.output_schema)
         self._latest = first
         self._reconfigure_lock = threading.Lock()
         self._drained_ts = -END_OF_INPUT
-        self.chain_threads: list[threading.Thread] = []
+        self._chain_threads: list[threading.Thread] = []
         self._drainer = threading.Thread(target=self._drain, name=f"vsn-{op.name}-out", daemon=True)
-        self.pool.start()
+        self._pool.start()
         self._drainer.start()
 
     # -- input (Alg. 5) ------------------------------------------------------------------
 
-    def add(self, source: int, batch: pa.Table | pa.RecordBatch) -> int:
-        """Add a batch (any order) to input ``source``; return its row count.
+    def add(
+        self,
+        source: int,
+        batch: pa.Table | pa.RecordBatch,
+        late: Literal["fail", "drop"] = "fail",
+    ) -> Admission:
+        """Admit a batch (any order) to input ``source``; say what was added and dropped.
 
         Rows go through the source's reorder buffer (docs/design.md decision 8): they reach
         ESG_in in ``ts`` order once the source's released watermark passes them. Never
         waits for room in ESG_in: rows that do not fit now wait in the source (its
-        backlog, ``backlog``) and go in as readers free room.
+        backlog) and go in as readers free room. Admission is decided here, under the
+        source's lock: the bounds of ``settings`` first, then lateness.
+
+        Args:
+            source: The input source.
+            batch: Rows in the source's schema, any order.
+            late: Rows older than the released watermark: ``"fail"`` refuses the batch,
+                ``"drop"`` adds the rest and reports them as dropped.
 
         Raises:
-            InputError: unknown or closed source.
+            InputError: unknown source.
+            ClosedError: the source is closed.
             StoppedError: the pipeline was stopped.
             StretchError: an instance failed.
             SchemaError: the batch does not match the source's schema.
-            LateTupleError: a row is older than the source's released watermark; nothing
-                of the batch is added.
+            CapacityError: a bound of ``settings`` would be passed (retry later).
+            LateTupleError: ``late="fail"`` and a row is older than the source's
+                released watermark (its ``rows`` says how many); nothing was added.
 
         """
         store = self._source(source)
@@ -156,16 +188,84 @@ class Pipeline:
         with store.lock:
             self._check_open(store)
             data = conform(table, store.schema, store.where)
+            self._admit(store, data)
+            ts = data.column(TS).to_numpy()
+            dropped = 0
+            if late == "drop":
+                keep = ts >= store.reorder.released
+                dropped = int(len(keep) - keep.sum())
+                if dropped:
+                    data, ts = data.filter(pa.array(keep)), ts[keep]
             self._release(store, store.reorder.push(data))
-        self.pool.wake_all()
-        self.feeder.help(store)
-        return int(data.num_rows)
+        self._pool.wake_all()
+        self._feeder.help(store)
+        return Admission(len(ts), dropped, int(ts.min()) if len(ts) else None)
+
+    def _admit(self, store: SourceStore, data: pa.Table) -> None:
+        """Refuse a batch that would pass a bound of ``settings`` (the caller holds the lock).
+
+        Raises:
+            CapacityError: rows of earlier batches still wait for ESG_in (with
+                ``refuse_behind_backlog``), the output log holds ``max_uncommitted_rows``,
+                or the reorder buffer would hold more than ``max_held_rows``.
+
+        """
+        settings = self.settings
+        if settings.refuse_behind_backlog:
+            if self._feeder.feed(store):
+                self._pool.wake_all()
+            if store.unfed:
+                msg = (
+                    f"{store.where}: {store.unfed} rows of earlier batches still wait for "
+                    "room in the ingest gate (for readers, or for the other sources to catch "
+                    "up); retry later"
+                )
+                raise CapacityError(msg)
+        limit = settings.max_uncommitted_rows
+        if limit is not None:
+            uncommitted = self._log.end_offset - self._log.start_offset
+            if uncommitted >= limit:
+                msg = (
+                    f"{store.where}: the output log holds {uncommitted} rows not committed "
+                    f"(limit {limit}); read the output and commit it, then retry"
+                )
+                raise CapacityError(msg)
+        limit = settings.max_held_rows
+        if limit is not None:
+            held = store.reorder.held_after(data.column(TS).to_numpy())
+            if held > limit:
+                msg = (
+                    f"{store.where}: its reorder buffer would hold {held} rows (limit "
+                    f"{limit}) waiting for the released watermark (largest ts - allowed "
+                    f"lateness {store.reorder.allowed_lateness_ms} ms); send a watermark "
+                    "to release them, then retry"
+                )
+                raise CapacityError(msg)
+
+    def set_allowed_lateness(self, source: int, allowed_lateness_ms: int) -> None:
+        """From now on, let rows of ``source`` arrive this far behind its largest ``ts``.
+
+        Raises:
+            InputError: unknown source.
+            OperatorError: a lateness outside ``0..MAX_LATENESS_MS``.
+
+        """
+        store = self._source(source)
+        if not 0 <= allowed_lateness_ms <= MAX_LATENESS_MS:
+            msg = (
+                f"{store.where}: allowed lateness must be in 0..{MAX_LATENESS_MS} ms, "
+                f"got {allowed_lateness_ms}"
+            )
+            raise OperatorError(msg)
+        with store.lock:
+            store.reorder.allowed_lateness_ms = allowed_lateness_ms
 
     def watermark(self, source: int, ts: int) -> None:
         """Promise that ``source`` adds no tuple before ``ts`` (a lower one is ignored).
 
         Raises:
-            InputError: unknown or closed source.
+            InputError: unknown source.
+            ClosedError: the source is closed.
             StoppedError: the pipeline was stopped.
 
         """
@@ -173,8 +273,8 @@ class Pipeline:
         with store.lock:
             self._check_open(store)
             self._release(store, store.reorder.advance(ts))
-        self.pool.wake_all()
-        self.feeder.help(store)
+        self._pool.wake_all()
+        self._feeder.help(store)
 
     def close(self, source: int | None = None) -> None:
         """End of input for ``source`` (or every source): flushes every window.
@@ -182,24 +282,20 @@ class Pipeline:
         Rows still waiting for room go in as readers free it (``Feeder.help`` waits a
         little for them).
         """
-        stores = self.sources if source is None else [self._source(source)]
+        stores = self._sources if source is None else [self._source(source)]
         for store in stores:
             with store.lock:
                 if not store.input_closed:
                     self._release(store, store.reorder.flush())
-        self.pool.wake_all()
+        self._pool.wake_all()
         for store in stores:
-            self.feeder.help(store)
-
-    def backlog(self, source: int) -> int:
-        """Rows of ``source`` that wait for room in ESG_in, after trying to move them in."""
-        return self.feeder.backlog(self._source(source))
+            self._feeder.help(store)
 
     def _release(self, store: SourceStore, rows: pa.Table | None) -> None:
         """Store the rows the reorder buffer freed and move what fits into ESG_in."""
         if rows is not None:
             store.append(rows)
-        self.feeder.feed(store)
+        self._feeder.feed(store)
 
     # -- reconfiguration (Alg. 5-6) --------------------------------------------------------
 
@@ -234,12 +330,12 @@ class Pipeline:
         """
         with self._reconfigure_lock:
             epoch = self._latest.epoch + 1
-            pending = self._latest.epoch - self.pool.current.epoch
-            limit = self.max_pending_reconfigurations
+            pending = self._latest.epoch - self._pool.current.epoch
+            limit = self.settings.max_pending_reconfigurations
             if limit is not None and pending >= limit:
                 msg = (
                     f"operator {self.op.name!r}: {pending} reconfigurations are pending "
-                    f"(epoch {self.pool.current.epoch} is in force); each completes once "
+                    f"(epoch {self._pool.current.epoch} is in force); each completes once "
                     "the instances have processed the input before it; retry later"
                 )
                 raise CapacityError(msg)
@@ -251,12 +347,12 @@ class Pipeline:
                 parallelism,
                 mapping,
             )
-            open_sources = [s for s in self.sources if not s.closed]
+            open_sources = [s for s in self._sources if not s.closed]
             if not open_sources:
                 msg = f"operator {self.op.name!r}: epoch {epoch}: every input is closed"
                 raise ReconfigurationError(msg)
             self._check_running()
-            self.pool.records[epoch] = ReconfigurationRecord(
+            self._pool.records[epoch] = ReconfigurationRecord(
                 epoch,
                 self._latest.parallelism,
                 target.parallelism,
@@ -264,16 +360,16 @@ class Pipeline:
                 cause=cause,
                 reason=reason,
             )
-            self.pool.plans[epoch] = target
-            for old in sorted(self.pool.records)[: -self.kept_reconfigurations]:
-                del self.pool.records[old]
+            self._pool.plans[epoch] = target
+            for old in sorted(self._pool.records)[: -self.settings.kept_reconfigurations]:
+                del self._pool.records[old]
             self._latest = target
             for store in open_sources:
                 with store.lock:
                     if not store.closed:
                         store.controls.append(epoch)
-                        self.feeder.feed(store)
-        self.pool.wake_all()
+                        self._feeder.feed(store)
+        self._pool.wake_all()
         return epoch
 
     def wait_epoch(self, epoch: int, timeout_s: float | None = None) -> bool:
@@ -281,10 +377,10 @@ class Pipeline:
         with self._switched:
             return (
                 self._switched.wait_for(
-                    lambda: self.pool.current.epoch >= epoch or self.pool.error is not None,
+                    lambda: self._pool.current.epoch >= epoch or self._pool.error is not None,
                     timeout_s,
                 )
-                and self.pool.current.epoch >= epoch
+                and self._pool.current.epoch >= epoch
             )
 
     def _on_switch(self, target: EpochPlan) -> None:
@@ -298,12 +394,12 @@ class Pipeline:
         self, offset: int = 0, max_rows: int | None = None, wait_s: float = 0.0
     ) -> tuple[pa.Table, int]:
         """Output rows from ``offset`` as a table (``ts`` first) and the next offset."""
-        self.pool.raise_failure()
-        return self.log.read(offset, max_rows, wait_s)
+        self._pool.raise_failure()
+        return self._log.read(offset, max_rows, wait_s)
 
     def commit(self, offset: int) -> None:
         """Everything before ``offset`` was consumed; the log may trim it."""
-        self.log.commit(offset)
+        self._log.commit(offset)
 
     def _drain(self) -> None:
         """ESG_out -> output log: a ``ts`` is complete once a later node is ready.
@@ -312,13 +408,13 @@ class Pipeline:
         batch's last ts is complete; rows at the last ts wait for a later node. The
         drainer also moves the sources' backlogs into ESG_in when instances freed room.
         """
-        pool = self.pool
+        pool = self._pool
         pending: list[tuple[OutputBlock, NDArray[np.int64]]] = []  # rows, their sources
         try:
             while not pool.stopping:
                 pool.drainer_wake.clear()
-                self.feeder.pump()
-                batch = self.esg_out.get_ready_batch(0, 1 << 14)
+                self._feeder.pump()
+                batch = self._esg_out.get_ready_batch(0, 1 << 14)
                 if len(batch) == 0:
                     pool.drainer_wake.wait()  # set by instances, producers and stop
                     continue
@@ -334,13 +430,13 @@ class Pipeline:
                 else:
                     pending.append((rows, sources))
                 if last == END_OF_INPUT and batch.kind[-1] != DATA:
-                    self.log.finish()
+                    self._log.finish()
                     return
         except BaseException as exc:
             logger.exception("the output drainer of %r failed", self.op.name)
             pool.fail(exc)
         if pool.error is not None:  # wake join(), which raises the failure
-            self.log.finish()
+            self._log.finish()
 
     def _append_complete(self, parts: list[tuple[OutputBlock, NDArray[np.int64]]]) -> None:
         """Append complete rows, given in ESG_out order with their ESG_out sources, sorted.
@@ -352,9 +448,9 @@ class Pipeline:
         """
         sources = np.concatenate([s for _, s in parts])
         if sources.size and bool(np.any(sources != sources[0])):
-            self.log.append([OutputBlock.concat([rows for rows, _ in parts]).sorted().rows])
+            self._log.append([OutputBlock.concat([rows for rows, _ in parts]).sorted().rows])
         else:
-            self.log.append(rows.rows for rows, _ in parts)
+            self._log.append(rows.rows for rows, _ in parts)
 
     # -- lifecycle and instrumentation -----------------------------------------------------
 
@@ -368,10 +464,10 @@ class Pipeline:
             StretchError: an instance failed.
 
         """
-        finished = self.log.wait_finished(timeout_s)
+        finished = self._log.wait_finished(timeout_s)
         if finished:
             self.shutdown()
-        self.pool.raise_failure()
+        self._pool.raise_failure()
         return finished
 
     def shutdown(self, timeout_s: float = JOIN_TIMEOUT_S) -> None:
@@ -380,9 +476,9 @@ class Pipeline:
         Each thread gets up to ``timeout_s`` to end; one that does not is logged and left
         (they are daemon threads).
         """
-        self.pool.stop(timeout_s)
-        self.pool.drainer_wake.set()
-        for thread in [self._drainer, *self.chain_threads]:
+        self._pool.stop(timeout_s)
+        self._pool.drainer_wake.set()
+        for thread in [self._drainer, *self._chain_threads]:
             if thread.is_alive():
                 thread.join(timeout_s)
             if thread.is_alive():
@@ -391,13 +487,13 @@ class Pipeline:
             self._switched.notify_all()
 
     @property
-    def trim_rows(self) -> int:
-        """A source drops rows no instance reads any more once it can drop this many."""
-        return self.feeder.trim_rows
+    def stopping(self) -> bool:
+        """Whether the pipeline was stopped (or an instance failed)."""
+        return self._pool.stopping
 
-    @trim_rows.setter
-    def trim_rows(self, rows: int) -> None:
-        self.feeder.trim_rows = rows
+    def adopt_thread(self, thread: threading.Thread) -> None:
+        """Join ``thread`` (a started helper, e.g. a chain's forwarder) at ``shutdown``."""
+        self._chain_threads.append(thread)
 
     def __enter__(self) -> Pipeline:
         return self
@@ -405,60 +501,118 @@ class Pipeline:
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
-    def reconfigurations(self) -> list[ReconfigurationRecord]:
+    def reconfigurations(self) -> tuple[ReconfigurationStatus, ...]:
         """The ``kept_reconfigurations`` most recent reconfigurations, by epoch."""
-        records = self.pool.records
-        return [r for e in sorted(records) if (r := records.get(e)) is not None]
+        records = self._pool.records
+        return tuple(
+            ReconfigurationStatus(
+                r.epoch,
+                r.from_parallelism,
+                r.to_parallelism,
+                r.duration_ms,
+                r.trigger_ts,
+                r.cause,
+                r.reason,
+                r.requested_ns,
+                r.completed_ns,
+            )
+            for e in sorted(records)
+            if (r := records.get(e)) is not None
+        )
 
-    def stats(self) -> dict[str, Any]:
-        """Counters: per instance, the gates, the epoch and the reconfigurations.
+    def status(self) -> PipelineStatus:
+        """The pipeline now: epoch, mapping, instances, sources, gates, output.
 
-        ``path`` says how the instances run the operator: ``"compiled"`` (the kernel its
-        ``OPlus.kernel`` declares) or ``"generic"`` (its Python functions).
+        Read without stopping the instances; counters may be a few tuples stale.
         """
-        pool = self.pool
-        compiled = pool.compiled
-        return {
-            "operator": self.op.name,
-            "epoch": pool.current.epoch,
-            "parallelism": pool.current.parallelism,
-            "max_parallelism": self.max_parallelism,
-            "path": "generic" if compiled is None else "compiled",
-            "instances": [
-                {
-                    "id": i.j,
-                    "connected": i.connected,
-                    "busy_s": i.busy_ns / 1e9,
-                    "tuples_in": i.tuples_in,
-                    "tuples_out": i.tuples_out,
-                    "comparisons": getattr(compiled, "comparisons", {}).get(i.j, 0),
-                }
+        pool = self._pool
+        current = pool.current
+        comparisons = self._comparisons()
+        return PipelineStatus(
+            operator=self.op.name,
+            epoch=current.epoch,
+            parallelism=current.parallelism,
+            max_parallelism=self.max_parallelism,
+            mapping=tuple(current.mapping),
+            path="generic" if pool.compiled is None else "compiled",
+            instances=tuple(
+                InstanceStatus(
+                    i.j,
+                    i.connected,
+                    i.busy_ns / 1e9,
+                    i.tuples_in,
+                    i.tuples_out,
+                    comparisons.get(i.j, 0),
+                )
                 for i in pool.instances
-            ],
-            "esg_in": {"occupancy": self.esg_in.occupancy(), "watermark": self.esg_in.watermark()},
-            "esg_out": {
-                "occupancy": self.esg_out.occupancy(),
-                "watermark": self.esg_out.watermark(),
-            },
-            "output": {"watermark": self._drained_ts, "end_offset": self.log.end_offset},
-            "watermarks": [
-                s.watermark if s.watermark is not None else s.last_ts for s in self.sources
-            ],
-            "reconfigurations": [
-                {**asdict(r), "duration_ms": r.duration_ms} for r in self.reconfigurations()
-            ],
-            "time": time.time(),
-        }
+            ),
+            sources=tuple(
+                SourceStatus(
+                    index=s.source,
+                    watermark=s.watermark if s.watermark is not None else s.last_ts,
+                    released=s.reorder.released,
+                    closed=s.input_closed,
+                    rows=len(s),
+                    held_rows=len(s.reorder),
+                    backlog=s.unfed,
+                    allowed_lateness_ms=s.reorder.allowed_lateness_ms,
+                )
+                for s in self._sources
+            ),
+            esg_in=GateStatus(self._esg_in.occupancy(), self._esg_in.watermark()),
+            esg_out=GateStatus(self._esg_out.occupancy(), self._esg_out.watermark()),
+            output=self.output_status(),
+            reconfigurations=self.reconfigurations(),
+            time_s=time.time(),
+        )
+
+    def output_status(self) -> OutputStatus:
+        """The output log's offsets, whether it is finished, and its watermark."""
+        log = self._log
+        return OutputStatus(log.start_offset, log.end_offset, log.finished, self._drained_ts)
+
+    def load(self) -> LoadCounters:
+        """Cumulative work counters for a load sample (the controller's view).
+
+        Read without locks or stopping the instances. O(n + sources log rows).
+        """
+        pool = self._pool
+        join = isinstance(self.op.kernel, BandJoinSpec)
+        return LoadCounters(
+            epoch=pool.current.epoch,
+            parallelism=pool.current.parallelism,
+            max_parallelism=self.max_parallelism,
+            busy_s=tuple(i.busy_ns / 1e9 for i in pool.instances),
+            comparisons=int(sum(self._comparisons().values())),
+            rows=tuple(len(s) for s in self._sources),
+            backlog=int(self._esg_in.occupancy()),
+            window_rows=tuple(s.window_rows(self.op.ws_ms) for s in self._sources)
+            if join
+            else None,
+        )
+
+    def _comparisons(self) -> dict[int, int]:
+        """Join comparisons per instance (empty for kernels that do not count them)."""
+        counted: dict[int, int] = getattr(self._pool.compiled, "comparisons", {})
+        return counted
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (quick, thread-safe) after each output append and at the end."""
+        self._log.subscribe(listener)
+
+    def unsubscribe(self, listener: Callable[[], None]) -> None:
+        """Stop calling ``listener``."""
+        self._log.unsubscribe(listener)
 
     def _source(self, source: int) -> SourceStore:
-        if not 0 <= source < len(self.sources):
-            msg = f"operator {self.op.name!r} has sources 0..{len(self.sources) - 1}, not {source}"
+        if not 0 <= source < len(self._sources):
+            msg = f"operator {self.op.name!r} has sources 0..{len(self._sources) - 1}, not {source}"
             raise InputError(msg)
-        return self.sources[source]
+        return self._sources[source]
 
     def _check_running(self) -> None:
-        self.pool.raise_failure()
-        if self.pool.stopping:
+        self._pool.raise_failure()
+        if self._pool.stopping:
             msg = f"operator {self.op.name!r} was stopped; it takes no more requests"
             raise StoppedError(msg)
 
@@ -466,4 +620,4 @@ class Pipeline:
         self._check_running()
         if store.input_closed:
             msg = f"{store.where} is closed; it takes no more input"
-            raise InputError(msg)
+            raise ClosedError(msg)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import overload
 
 import numpy as np
@@ -20,8 +21,8 @@ from numpy.typing import NDArray
 from stretch.errors import InputError
 from stretch.model.oplus import END_OF_INPUT, OPlus
 from stretch.model.schema import TS, conform
-from stretch.vsn.compiled import compile_operator
 from stretch.vsn.pipeline import Pipeline
+from stretch.vsn.settings import RuntimeSettings
 
 __all__ = ["run_vsn", "setup"]
 
@@ -36,10 +37,11 @@ def setup(
     n: int,
     /,
     *,
-    audit: bool = False,
-    compiled: bool = True,
-    capacity: int = 1 << 16,
-    allowed_lateness_ms: int = 0,
+    settings: RuntimeSettings | None = None,
+    audit: bool | None = None,
+    compiled: bool | None = None,
+    capacity: int | None = None,
+    allowed_lateness_ms: int | None = None,
 ) -> Pipeline: ...
 
 
@@ -51,34 +53,39 @@ def setup(
     n: int,
     /,
     *,
-    audit: bool = False,
-    compiled: bool = True,
-    capacity: int = 1 << 16,
-    allowed_lateness_ms: int = 0,
+    settings: RuntimeSettings | None = None,
+    audit: bool | None = None,
+    compiled: bool | None = None,
+    capacity: int | None = None,
+    allowed_lateness_ms: int | None = None,
 ) -> Pipeline: ...
 
 
 def setup(
     *args: object,
-    audit: bool = False,
-    compiled: bool = True,
-    capacity: int = 1 << 16,
-    allowed_lateness_ms: int = 0,
+    settings: RuntimeSettings | None = None,
+    audit: bool | None = None,
+    compiled: bool | None = None,
+    capacity: int | None = None,
+    allowed_lateness_ms: int | None = None,
 ) -> Pipeline:
     """Start a VSN pipeline: ``setup(O+, m, n)`` or ``setup(ESG_in, O+, m, n)`` (section 7).
 
     Args:
         *args: ``(op, m, n)``, or ``(upstream, op, m, n)`` where ``upstream`` is the
             pipeline whose output feeds input 0 of the new one.
+        settings: The runtime's settings (``RuntimeSettings()`` if None); the keywords
+            below override its fields of the same name.
         audit: Check that no key group is touched by two instances in one epoch.
         compiled: Use the operator's Numba kernel when it has one.
-        capacity: Nodes each gate holds before adds block.
+        capacity: Nodes each gate holds before adds wait.
         allowed_lateness_ms: How far behind its largest ``ts`` a source's rows may
             arrive; each source's reorder buffer holds rows until then (decision 8).
 
     Raises:
         TypeError: the arguments match neither form.
         ReconfigurationError: m is outside ``1..n``.
+        OperatorError: a setting out of its range.
 
     """
     upstream: Pipeline | None = None
@@ -93,15 +100,17 @@ def setup(
         msg = "m and n must be integers"
         raise TypeError(msg)
     assert isinstance(op, OPlus)
-    pipeline = Pipeline(
-        op,
-        m,
-        n,
-        capacity=capacity,
-        compiled=compile_operator(op) if compiled else None,
-        audit=audit,
-        allowed_lateness_ms=allowed_lateness_ms,
+    base = settings or RuntimeSettings()
+    chosen = replace(
+        base,
+        audit=base.audit if audit is None else audit,
+        compiled=base.compiled if compiled is None else compiled,
+        capacity=base.capacity if capacity is None else capacity,
+        allowed_lateness_ms=base.allowed_lateness_ms
+        if allowed_lateness_ms is None
+        else allowed_lateness_ms,
     )
+    pipeline = Pipeline(op, m, n, chosen)
     if upstream is not None:
         _chain(upstream, pipeline)
     return pipeline
@@ -112,18 +121,20 @@ def _chain(upstream: Pipeline, downstream: Pipeline) -> None:
 
     def forward() -> None:
         offset = 0
-        while not downstream.pool.stopping:
+        while not downstream.stopping:
             table, offset = upstream.output(offset, wait_s=CHAIN_WAIT_S)
             if table.num_rows:
                 downstream.add(0, table)
                 upstream.commit(offset)
-            elif upstream.log.finished and offset == upstream.log.end_offset:
-                downstream.close(0)
-                return
+            else:
+                done = upstream.output_status()
+                if done.finished and offset == done.end_offset:
+                    downstream.close(0)
+                    return
 
     thread = threading.Thread(target=forward, name=f"vsn-{downstream.op.name}-chain", daemon=True)
     thread.start()
-    downstream.chain_threads.append(thread)
+    downstream.adopt_thread(thread)
 
 
 def run_vsn(

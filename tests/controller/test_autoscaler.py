@@ -168,7 +168,7 @@ def test_a_pipeline_is_scaled_up_and_down_with_output_equal_to_sn(policy: str) -
         for source in (0, 1):
             pipeline.watermark(source, last_ts)
         # Idle means the input is processed: no backlog for the model policy to drain.
-        assert wait_until(lambda: pipeline.stats()["output"]["watermark"] >= last_ts)
+        assert wait_until(lambda: pipeline.status().output.watermark >= last_ts)
         for _ in range(3):  # idle for 1000 s per period: cool down, then patience, then down
             clock.now += 1000.0
             scaler.step()
@@ -184,7 +184,7 @@ def test_a_pipeline_is_scaled_up_and_down_with_output_equal_to_sn(policy: str) -
 
 def _wait_for_work(pipeline: stretch.Pipeline) -> bool:
     """Wait (bounded) until instance 0 has been busy for some work."""
-    return wait_until(lambda: pipeline.pool.instances[0].busy_ns > 0)
+    return wait_until(lambda: pipeline.load().busy_s[0] > 0)
 
 
 def test_autoscale_binds_a_pipeline_and_records_the_cause() -> None:
@@ -202,4 +202,4 @@ def test_autoscale_binds_a_pipeline_and_records_the_cause() -> None:
         assert applied.epoch is not None and pipeline.wait_epoch(applied.epoch, TIMEOUT_S)
         (record,) = [r for r in pipeline.reconfigurations() if r.epoch == applied.epoch]
         assert record.cause == "autoscale" and record.reason == applied.decision.reason
-        assert pipeline.stats()["reconfigurations"][0]["cause"] == "autoscale"
+        assert pipeline.status().reconfigurations[0].cause == "autoscale"

@@ -11,9 +11,9 @@ from stretch.model.batch import StringDictionary
 from stretch.model.oplus import StreamTuple
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import TWEETS, build
-from stretch.vsn.compiled import compile_operator
-from stretch.vsn.compiled.aggregates import AggregateKernel, KeyTable
-from stretch.vsn.ingest import SourceStore
+from stretch.vsn._compiled import compile_operator
+from stretch.vsn._compiled.aggregates import AggregateKernel, KeyTable
+from stretch.vsn._ingest import SourceStore
 from tests.streams import tweets
 from tests.vsn.support import no_thread_leak, run_schedule
 
@@ -72,8 +72,8 @@ def test_kernel_equals_generic_path_and_sn(
     schedule = [(data.draw(st.sampled_from(times)), data.draw(st.integers(1, 3)), None)]
     compiled, pipeline = run_schedule(op, [table], 2, 3, schedule, compiled=True)
     generic, _ = run_schedule(op, [table], 2, 3, schedule, compiled=False)
-    assert pipeline.audit is not None
-    assert not pipeline.audit.violations
+    assert pipeline._pool.audit is not None
+    assert not pipeline._pool.audit.violations
     assert compiled.equals(generic)
     assert compiled.equals(run_sn(op, [table]))
 

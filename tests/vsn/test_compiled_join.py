@@ -20,8 +20,8 @@ from stretch.model.sn import run_sn
 from stretch.operators import joins
 from stretch.operators.catalog import CATALOG, ENTRY_POINT_GROUP, TRADES, build, load_operators
 from stretch.operators.kernels._band_join import STORE_FULL
-from stretch.vsn.compiled import band_join as compiled_band_join
-from stretch.vsn.compiled.band_join import BandJoinKernel
+from stretch.vsn._compiled import band_join as compiled_band_join
+from stretch.vsn._compiled.band_join import BandJoinKernel
 from tests.streams import scalejoin_streams, trades
 from tests.vsn.support import run_schedule
 
@@ -64,7 +64,7 @@ def near_reference(tables: list[pa.Table], keys: int = 4) -> pa.Table:
 @given(tables=scalejoin_streams(), m=st.integers(1, 4))
 def test_user_predicate_equals_python_twin(tables: list[pa.Table], m: int) -> None:
     out, pipeline = run_schedule(near_join(), tables, m, 4, [])
-    assert isinstance(pipeline.pool.compiled, BandJoinKernel)
+    assert isinstance(pipeline._pool.compiled, BandJoinKernel)
     assert out.equals(near_reference(tables))
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from stretch.model.instance import OutputRow
 from stretch.model.schema import Schema
-from stretch.vsn.output_block import OutputBlock
+from stretch.vsn._output_block import OutputBlock
 
 SCHEMA = Schema.of(v="int")
 small = st.integers(-3, 3)

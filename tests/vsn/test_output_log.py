@@ -7,7 +7,7 @@ import pytest
 
 from stretch.errors import InputError
 from stretch.model.schema import Schema
-from stretch.vsn.output_log import OutputLog
+from stretch.vsn._output_log import OutputLog
 
 SCHEMA = Schema.of(v="int")
 

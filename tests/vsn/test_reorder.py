@@ -12,7 +12,7 @@ from stretch.errors import LateTupleError
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
 from stretch.vsn import setup
-from stretch.vsn.reorder import ReorderBuffer
+from stretch.vsn._reorder import ReorderBuffer
 
 
 def table(ts: list[int], v: list[int]) -> pa.Table:

@@ -13,9 +13,8 @@ from stretch.model.batch import StringDictionary
 from stretch.model.schema import Schema
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
-from stretch.vsn import setup
-from stretch.vsn.ingest import SourceStore
-from stretch.vsn.pipeline import Pipeline
+from stretch.vsn import Pipeline, RuntimeSettings, setup
+from stretch.vsn._ingest import SourceStore
 from tests.vsn.support import TIMEOUT_S, no_thread_leak
 
 __all__ = ["no_thread_leak"]
@@ -61,7 +60,7 @@ def _wait_until_read(pipeline: Pipeline, ts: int) -> None:
     """Wait (a while) until every instance has read up to ``ts``."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        marks = [i.reading_from() for i in pipeline.pool.instances]
+        marks = [i.reading_from() for i in pipeline._pool.instances]
         if all(m is None or m >= ts for m in marks):
             return
         time.sleep(0.005)
@@ -72,8 +71,8 @@ def test_output_is_the_same_when_sources_trim(
     name: str, params: dict[str, object], tables: list[pa.Table], compiled: bool
 ) -> None:
     op = build(name, params)
-    pipeline = setup(op, 2, 3, compiled=compiled, audit=True)
-    pipeline.trim_rows = 1  # trim at every add
+    settings = RuntimeSettings(trim_rows=1)  # trim at every add
+    pipeline = setup(op, 2, 3, settings=settings, compiled=compiled, audit=True)
     try:
         steps = np.linspace(0, tables[0].num_rows, 16).astype(int).tolist()
         for i, (start, stop) in enumerate(zip(steps, steps[1:], strict=False)):
@@ -85,7 +84,7 @@ def test_output_is_the_same_when_sources_trim(
                 pipeline.add(source, table.slice(start, stop - start))
             if i in (4, 9):
                 pipeline.reconfigure(parallelism=3 if i == 4 else 1)
-        bases = [store.rows().base for store in pipeline.sources]
+        bases = [store.rows().base for store in pipeline._sources]
         pipeline.close()
         assert pipeline.join(TIMEOUT_S)
         out, _ = pipeline.output()
@@ -93,5 +92,5 @@ def test_output_is_the_same_when_sources_trim(
         pipeline.shutdown()
     assert out.equals(run_sn(op, tables))
     assert all(base > 0 for base in bases), bases
-    assert pipeline.audit is not None
-    assert not pipeline.audit.violations
+    assert pipeline._pool.audit is not None
+    assert not pipeline._pool.audit.violations

@@ -45,13 +45,13 @@ def test_producers_never_wait_for_room_in_the_gate() -> None:
     with setup(op, 1, 3, capacity=1024) as pipeline:
         pipeline.add(1, late.slice(0, 1))
         pipeline.add(0, early)
-        assert pipeline.backlog(0) > 0
+        assert pipeline.status().sources[0].backlog > 0
         epochs = [pipeline.reconfigure(parallelism=1 + k % 3) for k in range(50)]
         pipeline.close(0)
         pipeline.add(1, late.slice(1))
         pipeline.close(1)
         assert pipeline.join(60.0)
-        assert pipeline.backlog(0) == pipeline.backlog(1) == 0
+        assert pipeline.status().sources[0].backlog == pipeline.status().sources[1].backlog == 0
         assert pipeline.reconfigurations()[-1].epoch == epochs[-1]
         out, _ = pipeline.output()
     assert out.equals(run_sn(op, [early, late]))

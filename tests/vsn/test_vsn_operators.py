@@ -14,8 +14,8 @@ from stretch import generate
 from stretch.model.oplus import OPlus
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import TRADES, build
-from stretch.vsn.compiled import compile_operator
-from stretch.vsn.compiled.band_join import BandJoinKernel
+from stretch.vsn._compiled import compile_operator
+from stretch.vsn._compiled.band_join import BandJoinKernel
 from tests.streams import (
     AVG_PRICES,
     DEVIATIONS,
@@ -77,8 +77,8 @@ def test_vsn_equals_sn_static(name: str, data: st.DataObject) -> None:
     for m in (1, 2, 3, 4):
         out, pipeline = run_schedule(op, tables, m, MAX_PARALLELISM, [])
         assert out.equals(reference), m
-        assert pipeline.audit is not None
-        assert not pipeline.audit.violations
+        assert pipeline._pool.audit is not None
+        assert not pipeline._pool.audit.violations
 
 
 @pytest.mark.parametrize("name", sorted(PARAMS))
@@ -91,8 +91,8 @@ def test_vsn_equals_sn_with_reconfigurations(name: str, data: st.DataObject) -> 
     m = data.draw(st.integers(1, MAX_PARALLELISM))
     out, pipeline = run_schedule(op, tables, m, MAX_PARALLELISM, schedule)
     assert out.equals(run_sn(op, tables))
-    assert pipeline.audit is not None
-    assert not pipeline.audit.violations
+    assert pipeline._pool.audit is not None
+    assert not pipeline._pool.audit.violations
 
 
 @settings(max_examples=10, deadline=None)
@@ -145,7 +145,7 @@ def test_hedge_kernel_equals_sn(table: pa.Table, ws: int, data: st.DataObject) -
     reference = run_sn(op, tables)
     for m in (1, 2, 3):
         out, pipeline = run_schedule(op, tables, m, 3, [])
-        assert isinstance(pipeline.pool.compiled, BandJoinKernel)
+        assert isinstance(pipeline._pool.compiled, BandJoinKernel)
         assert out.equals(reference), m
     schedule = data.draw(schedules(op, tables))
     out, _ = run_schedule(op, tables, data.draw(st.integers(1, 3)), MAX_PARALLELISM, schedule)
@@ -206,7 +206,7 @@ def test_the_runtime_runs_the_kernel_an_operator_declares() -> None:
             pipeline.add(1, right)
             pipeline.close()
             pipeline.join(timeout_s=TIMEOUT_S)
-            assert pipeline.stats()["path"] == path
+            assert pipeline.status().path == path
             assert (compile_operator(op) is None) == (path == "generic")
             table, _ = pipeline.output()
         assert table.equals(run_sn(scalejoin, [left, right]))

@@ -33,7 +33,7 @@ def forward_op(inputs: int = 2) -> OPlus:
 def test_invalid_reconfigurations_raise_and_change_nothing() -> None:
     op = forward_op()
     with setup(op, 2, 4, capacity=1 << 12) as pipeline:
-        before = (pipeline.pool.current, dict(pipeline.pool.plans), pipeline.reconfigurations())
+        before = (pipeline._pool.current, dict(pipeline._pool.plans), pipeline.reconfigurations())
         bad_mapping_short = [0] * (op.key_groups - 1)
         bad_mapping_instance = [0] * (op.key_groups - 1) + [2]
         for kwargs in (
@@ -47,8 +47,8 @@ def test_invalid_reconfigurations_raise_and_change_nothing() -> None:
             with pytest.raises(ReconfigurationError):
                 pipeline.reconfigure(**kwargs)  # type: ignore[arg-type]
         assert (
-            pipeline.pool.current,
-            dict(pipeline.pool.plans),
+            pipeline._pool.current,
+            dict(pipeline._pool.plans),
             pipeline.reconfigurations(),
         ) == before
         assert pipeline.reconfigure(parallelism=2, mapping=[1] * op.key_groups) == 1
@@ -85,13 +85,13 @@ def test_pipeline_api_output_offsets_commit_and_stats() -> None:
         pipeline.commit(offset)
         with pytest.raises(InputError):
             pipeline.output(0)
-        stats = pipeline.stats()
-        assert stats["epoch"] == 1 and stats["parallelism"] == 3
-        assert sum(i["tuples_in"] for i in stats["instances"]) >= len(expected)
-        (record,) = stats["reconfigurations"]
-        assert record["from_parallelism"] == 1 and record["to_parallelism"] == 3
-        assert record["duration_ms"] is not None and record["duration_ms"] >= 0
-        assert record["trigger_ts"] == 97  # the first control in the merged order (source 1)
+        status = pipeline.status()
+        assert status.epoch == 1 and status.parallelism == 3
+        assert sum(i.tuples_in for i in status.instances) >= len(expected)
+        (record,) = status.reconfigurations
+        assert record.from_parallelism == 1 and record.to_parallelism == 3
+        assert record.duration_ms is not None and record.duration_ms >= 0
+        assert record.trigger_ts == 97  # the first control in the merged order (source 1)
 
 
 def test_unsorted_input_is_reordered_and_late_input_rejected() -> None:
@@ -192,12 +192,12 @@ def test_thousand_reconfigurations_lose_and_duplicate_nothing() -> None:
         assert pipeline.join(TIMEOUT_S)
         out, _ = pipeline.output()
         assert out.equals(run_sn(op, [v_table(t) for t in tables]))
-        assert pipeline.audit is not None and not pipeline.audit.violations
+        assert pipeline._pool.audit is not None and not pipeline._pool.audit.violations
         records = pipeline.reconfigurations()
         assert [r.epoch for r in records] == list(range(1, 1001))
         assert all(r.completed_ns is not None for r in records)
-        final = pipeline.pool.current.parallelism
-        assert [i.connected for i in pipeline.pool.instances] == [j < final for j in range(4)]
+        final = pipeline._pool.current.parallelism
+        assert [i.connected for i in pipeline._pool.instances] == [j < final for j in range(4)]
 
 
 @pytest.mark.parametrize("second_source_fed", [True, False])
@@ -212,7 +212,7 @@ def test_a_switch_completes_without_further_input(second_source_fed: bool) -> No
         for m in (3, 2, 4, 1):
             epoch = pipeline.reconfigure(parallelism=m)
             assert pipeline.wait_epoch(epoch, TIMEOUT_S), m  # no input after the request
-            assert pipeline.pool.current.parallelism == m
+            assert pipeline._pool.current.parallelism == m
         if not second_source_fed:
             pipeline.add(1, right)
         pipeline.close()

@@ -5,7 +5,7 @@ The hot loops are Numba functions over arrays, private to this package: ``_band_
 user's ``@numba.njit`` predicate, compiled once per process), ``_aggregate`` and
 ``_hashing`` (the windowed counts and maxima of Operators 9 and 14). An operator declares
 the kernel it runs by setting ``OPlus.kernel`` to one of the specs below, next to its
-Python definition in the catalog; the VSN runtime (``stretch.vsn.compiled``) maps each
+Python definition in the catalog; the VSN runtime (``stretch.vsn._compiled``) maps each
 spec to the code that drives the kernel over a run of ready tuples. This package does not
 know the runtime: it owns what is computed, not how instances share the work.
 """

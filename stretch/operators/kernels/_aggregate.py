@@ -1,7 +1,7 @@
 """Numba kernels of the per-window aggregates (Operators 9 and 14): counts and maxima.
 
 The tweets' keys (words, word pairs or hashtags) are numbered once, when their rows are
-first read (``stretch.vsn.compiled.aggregates.KeyTable``); a row's keys are then a slice of a
+first read (``stretch.vsn._compiled.aggregates.KeyTable``); a row's keys are then a slice of a
 flat array of key numbers, in f_MK's order. ``update_window`` applies the rows of a run
 that fall in one window ``[l, l + WS)`` to an instance's table of that window, and
 ``pair_codes`` builds paircount's keys from a row's tokens.

@@ -32,11 +32,11 @@ from stretch.model.oplus import OPlus
 from stretch.operators import catalog
 from stretch.operators.kernels._aggregate import CREATED, lookup_codes, pair_codes, update_window
 from stretch.operators.kernels._hashing import build_index, index_size, insert
-from stretch.vsn.compiled._runs import audit_groups, data_nodes, owned_groups
-from stretch.vsn.ingest import SourceStore
-from stretch.vsn.instance import ReadyNodes, VSNInstance
-from stretch.vsn.output_block import OutputBlock
-from stretch.vsn.reconfiguration import EpochPlan
+from stretch.vsn._compiled._runs import audit_groups, data_nodes, owned_groups
+from stretch.vsn._ingest import SourceStore
+from stretch.vsn._instance import ReadyNodes, VSNInstance
+from stretch.vsn._output_block import OutputBlock
+from stretch.vsn._reconfiguration import EpochPlan
 
 __all__ = ["AggregateKernel", "KeyRows", "KeyTable"]
 

@@ -9,7 +9,7 @@ readers) and, per tuple (Alg. 4):
   epoch at the barrier (L7, L10-11), where the last to arrive connects or disconnects
   instances exactly once (L12-13); then every instance switches mapping (L14). Every
   reader sees the merged stream in the same order, so all switch at the same node; see
-  ``stretch.vsn.reconfiguration`` for why this point, and not the paper's first tuple
+  ``stretch.vsn._reconfiguration`` for why this point, and not the paper's first tuple
   beyond gamma;
 * then windows that expired at W and belong to the thread's key groups are output and
   shifted (L15-17), and the tuple updates the windows of the keys the thread owns (L18).
@@ -38,9 +38,9 @@ from stretch.model.instance import OPlusInstance, OutputRow
 from stretch.model.mapping import groups_of
 from stretch.model.oplus import END_OF_INPUT, OPlus
 from stretch.model.windows import WindowStore
-from stretch.vsn.audit import OwnershipAudit
-from stretch.vsn.output_block import OutputBlock
-from stretch.vsn.reconfiguration import EpochBarrier, EpochPlan
+from stretch.vsn._audit import OwnershipAudit
+from stretch.vsn._output_block import OutputBlock
+from stretch.vsn._reconfiguration import EpochBarrier, EpochPlan
 
 __all__ = ["CompiledOperator", "ReadyNodes", "SharedPool", "StartPackage", "VSNInstance"]
 
@@ -125,7 +125,7 @@ class CompiledOperator(Protocol):
 
 
 class SharedPool(Protocol):
-    """What an instance uses of the pool it belongs to (``stretch.vsn.pool.InstancePool``).
+    """What an instance uses of the pool it belongs to (``stretch.vsn._pool.InstancePool``).
 
     Attributes:
         op: The operator.

@@ -77,7 +77,7 @@ class ReorderBuffer:
                 f"{self.where}: row {row + 1} has ts {int(ts[row])}, before the released "
                 f"watermark {self.released} ({len(late)} late row(s); the batch was rejected)"
             )
-            raise LateTupleError(msg)
+            raise LateTupleError(msg, rows=len(late))
         self._pending.append(table)
         self._pending_rows += len(ts)
         return self.advance(int(ts.max()) - self.allowed_lateness_ms)

@@ -1,6 +1,6 @@
 """Operator 15 (forward) on the kernel path: each tuple once, vectorised per run.
 
-Implements ``stretch.vsn.instance.CompiledOperator`` for ``ForwardSpec``: the owner of key
+Implements ``stretch.vsn._instance.CompiledOperator`` for ``ForwardSpec``: the owner of key
 ``seq % keys`` emits the tuple with the generic path's cause, so the output equals
 ``run_sn``'s.
 """
@@ -13,10 +13,10 @@ from numpy.typing import NDArray
 from stretch.model.instance import UPDATED
 from stretch.model.oplus import OPlus
 from stretch.model.schema import ColumnType
-from stretch.vsn.compiled._runs import audit_groups, data_nodes, owned_groups
-from stretch.vsn.instance import ReadyNodes, VSNInstance
-from stretch.vsn.output_block import OutputBlock
-from stretch.vsn.reconfiguration import EpochPlan
+from stretch.vsn._compiled._runs import audit_groups, data_nodes, owned_groups
+from stretch.vsn._instance import ReadyNodes, VSNInstance
+from stretch.vsn._output_block import OutputBlock
+from stretch.vsn._reconfiguration import EpochPlan
 
 __all__ = ["ForwardKernel"]
 

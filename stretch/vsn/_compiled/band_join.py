@@ -1,6 +1,6 @@
 """Operator 10 on the kernel path: an instance's keys in one band-join kernel call per run.
 
-Implements ``stretch.vsn.instance.CompiledOperator`` for ``BandJoinSpec``: given an
+Implements ``stretch.vsn._instance.CompiledOperator`` for ``BandJoinSpec``: given an
 instance and a run of ready nodes it handles the data tuples for the keys the instance
 owns in its epoch and emits exactly the rows (and causes) the operator's Python functions
 would, so the output still equals ``run_sn``'s. The ``BandJoin`` of the spec says which
@@ -20,11 +20,11 @@ from stretch.model.oplus import OPlus
 from stretch.model.schema import ColumnType
 from stretch.operators.kernels import BandJoin
 from stretch.operators.kernels._band_join import COUNT, DONE, LAST, NEVER, OUT_FULL, STORE_FULL
-from stretch.vsn.compiled._runs import audit_groups, data_nodes, owned_groups
-from stretch.vsn.ingest import SourceRows, SourceStore, column_dtype
-from stretch.vsn.instance import ReadyNodes, VSNInstance
-from stretch.vsn.output_block import OutputBlock
-from stretch.vsn.reconfiguration import EpochPlan
+from stretch.vsn._compiled._runs import audit_groups, data_nodes, owned_groups
+from stretch.vsn._ingest import SourceRows, SourceStore, column_dtype
+from stretch.vsn._instance import ReadyNodes, VSNInstance
+from stretch.vsn._output_block import OutputBlock
+from stretch.vsn._reconfiguration import EpochPlan
 
 __all__ = ["MIN_CAPACITY", "BandJoinKernel"]
 

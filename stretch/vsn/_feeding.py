@@ -17,17 +17,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-import numpy as np
-
 from scalegate import ElasticScaleGate
-from stretch.model.oplus import END_OF_INPUT
-from stretch.vsn.ingest import SourceStore
-from stretch.vsn.pool import InstancePool
+from stretch.vsn._ingest import SourceStore
+from stretch.vsn._pool import InstancePool
 
 __all__ = ["Feeder"]
-
-ADD_CHUNK = 4096
-"""Rows per ESG_in offer, so a big table goes in as room frees rather than all at once."""
 
 TRIM_ROWS = 1 << 16
 """A source drops rows no instance reads any more once it can drop this many at once."""
@@ -70,39 +64,13 @@ class Feeder:
         self.sources = sources
         self.trim_rows = TRIM_ROWS
 
-    def feed(self, store: SourceStore) -> None:
+    def feed(self, store: SourceStore) -> bool:
         """Move a source's backlog into ESG_in as far as there is room now.
 
-        In order: pending control tuples (at the source's last ts in the gate), rows not
-        yet in the gate, then the released watermark. Never waits for room. The caller
-        holds ``store.lock`` and wakes the instances afterwards. O(rows moved log d).
+        The caller holds ``store.lock`` and wakes the instances afterwards; the store
+        offers its own backlog (``SourceStore.feed``). Returns whether anything went in.
         """
-        gate = self.esg_in
-        while True:
-            while store.controls:
-                if not gate.offer_control(store.source, store.controls[0]):
-                    return
-                store.controls.popleft()
-            if not store.unfed:
-                break
-            rows = store.rows()
-            start = store.fed - rows.base
-            ts = rows.ts[start : start + min(store.unfed, ADD_CHUNK)]
-            added = gate.offer_batch(
-                store.source, ts, np.arange(store.fed, store.fed + len(ts), dtype=np.int64)
-            )
-            if not added:
-                return
-            store.fed += added
-        horizon = self.pool.trim_horizon()
-        if horizon is not None:
-            store.trim(horizon, self.trim_rows)
-        released = store.reorder.released
-        if released > (store.watermark if store.watermark is not None else -END_OF_INPUT):
-            if not gate.offer_watermark(store.source, released):
-                return
-            store.watermark = released
-            store.closed = released == END_OF_INPUT
+        return store.feed(self.esg_in, self.pool.trim_horizon(), self.trim_rows)
 
     def backlog(self, store: SourceStore) -> int:
         """Rows of ``store`` that wait for room in ESG_in, after trying to move them in."""
@@ -131,9 +99,7 @@ class Feeder:
                 return
             time.sleep(0 if attempt < FEED_YIELDS else FEED_SLEEP_S)
             with store.lock:
-                before = (store.fed, len(store.controls), store.watermark)
-                self.feed(store)
-                moved = before != (store.fed, len(store.controls), store.watermark)
+                moved = self.feed(store)
             if moved:
                 self.pool.wake_all()
                 idle_since, attempt = time.monotonic(), 0

@@ -23,13 +23,17 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from scalegate import ElasticScaleGate
 from stretch.errors import LateTupleError
 from stretch.model.batch import Batch, StringDictionary
 from stretch.model.oplus import END_OF_INPUT, StreamTuple
 from stretch.model.schema import ColumnType, Schema
-from stretch.vsn.reorder import ReorderBuffer
+from stretch.vsn._reorder import ReorderBuffer
 
 __all__ = ["SourceRows", "SourceStore", "column_dtype"]
+
+ADD_CHUNK = 4096
+"""Rows per ESG_in offer, so a big table goes in as room frees rather than all at once."""
 
 
 def column_dtype(kind: ColumnType) -> np.dtype[Any]:
@@ -156,6 +160,53 @@ class SourceStore:
         self._length = stop
         self.last_ts = int(ts[-1])
         return ts, np.arange(start, stop, dtype=np.int64)
+
+    def feed(self, gate: ElasticScaleGate, horizon: int | None, trim_rows: int) -> bool:
+        """Offer this source's backlog to ESG_in as far as there is room now (Alg. 5).
+
+        In order: pending control tuples (at the source's last ts in the gate), rows not
+        yet in the gate, then the released watermark; never waits for room. Then drops
+        the rows before ``horizon`` (no instance reads them any more) once ``trim_rows``
+        can go. The caller holds ``self.lock``. Returns whether anything went in.
+        O(rows moved log d).
+        """
+        before = (self.fed, len(self.controls), self.watermark)
+        if self._offer(gate):
+            if horizon is not None:
+                self.trim(horizon, trim_rows)
+            released = self.reorder.released
+            in_gate = self.watermark if self.watermark is not None else -END_OF_INPUT
+            if released > in_gate and gate.offer_watermark(self.source, released):
+                self.watermark = released
+                self.closed = released == END_OF_INPUT
+        return before != (self.fed, len(self.controls), self.watermark)
+
+    def _offer(self, gate: ElasticScaleGate) -> bool:
+        """Offer control tuples, then rows; return whether all of them went in."""
+        while True:
+            while self.controls:
+                if not gate.offer_control(self.source, self.controls[0]):
+                    return False
+                self.controls.popleft()
+            if not self.unfed:
+                return True
+            rows = self._rows
+            start = self.fed - rows.base
+            ts = rows.ts[start : start + min(self.unfed, ADD_CHUNK)]
+            added = gate.offer_batch(
+                self.source, ts, np.arange(self.fed, self.fed + len(ts), dtype=np.int64)
+            )
+            if not added:
+                return False
+            self.fed += added
+
+    def window_rows(self, window_ms: int) -> int:
+        """Rows held within ``window_ms`` of the last ``ts`` (read without the lock)."""
+        held = self._rows
+        ts = held.ts[: max(self._length - held.base, 0)]
+        if ts.shape[0] == 0:
+            return 0
+        return int(ts.shape[0]) - int(np.searchsorted(ts, int(ts[-1]) - window_ms, side="left"))
 
     def rows(self) -> SourceRows:
         """The rows held now (valid for every sequence number added so far from ``base``)."""

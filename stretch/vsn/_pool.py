@@ -20,10 +20,10 @@ from numpy.typing import NDArray
 from stretch.errors import ReconfigurationError, StretchError
 from stretch.model.oplus import END_OF_INPUT, OPlus
 from stretch.model.windows import WindowStore
-from stretch.vsn.audit import AuditedState, OwnershipAudit
-from stretch.vsn.instance import CompiledOperator, ReadyNodes, StartPackage, VSNInstance
-from stretch.vsn.output_block import OutputBlock
-from stretch.vsn.reconfiguration import EpochBarrier, EpochPlan, ReconfigurationRecord
+from stretch.vsn._audit import AuditedState, OwnershipAudit
+from stretch.vsn._instance import CompiledOperator, ReadyNodes, StartPackage, VSNInstance
+from stretch.vsn._output_block import OutputBlock
+from stretch.vsn._reconfiguration import EpochBarrier, EpochPlan, ReconfigurationRecord
 
 __all__ = ["InstancePool"]
 

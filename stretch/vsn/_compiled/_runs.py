@@ -6,7 +6,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scalegate import DATA
-from stretch.vsn.instance import ReadyNodes, VSNInstance
+from stretch.vsn._instance import ReadyNodes, VSNInstance
 
 __all__ = ["audit_groups", "data_nodes", "owned_groups"]
 
