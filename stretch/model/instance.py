@@ -181,6 +181,8 @@ class OPlusInstance:
         self._emit(ts, payloads, (UPDATED, *t.order, key_index, window))
         window_set.states = list(states)
         window_set.last_ts = t.ts
+        if op.window_type is WindowType.SINGLE:
+            window_set.updates.append((t.ts, (*t.order, key_index)))
         self._trace("set", key, window, tuple(states))
 
     def _emit(self, ts: int, payloads: Sequence[Payload], cause: tuple[int, ...]) -> None:

@@ -10,7 +10,8 @@ of G stores: a store is touched only by the owner of its key group (docs/design.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 from sortedcontainers import SortedDict
 
@@ -29,10 +30,14 @@ class WindowSet:
         key: The key.
         l: The left boundary (inclusive); the right one is ``l + WS`` (exclusive).
         states: One state per input stream.
-        created: Where the set was created in the total order: (ts, source, seq, key
-            index) of the tuple that created it. Ties among outputs of expired windows
-            are broken by it, so output order does not depend on the parallelism.
+        created: Where the set starts in the total order: (ts, source, seq, key index)
+            of the earliest tuple in its window that updated it (the tuple that created
+            it, until a single-type set slides past that tuple). Ties among outputs of
+            expired windows are broken by it, so output order depends neither on the
+            parallelism nor on tuples that left the window.
         last_ts: The ``ts`` of the latest tuple that updated the set.
+        updates: For a single-type set, ``(ts, cause)`` of each update still in its
+            window, oldest first (``created`` after a slide is the first of them).
 
     """
 
@@ -41,6 +46,7 @@ class WindowSet:
     states: list[State]
     created: Cause
     last_ts: int
+    updates: deque[tuple[int, Cause]] = field(default_factory=deque)
 
     def view(self) -> Windows:
         """The read-only view passed to f_U, f_O and f_S."""
@@ -86,10 +92,18 @@ class WindowStore:
         return window_set
 
     def shift(self, window_set: WindowSet, new_l: int, states: list[State]) -> None:
-        """shift: move a (single-type) set to ``new_l`` with new states. O(log n)."""
+        """shift: move a (single-type) set to ``new_l`` with new states. O(log n + slid).
+
+        The set's ``created`` becomes its earliest update at or after ``new_l``.
+        """
         self._unindex(window_set)
         window_set.l = new_l
         window_set.states = states
+        updates = window_set.updates
+        while len(updates) > 1 and updates[0][0] < new_l:
+            updates.popleft()
+        if updates:
+            window_set.created = updates[0][1]
         self._index(window_set)
 
     def remove(self, window_set: WindowSet) -> None:

@@ -13,6 +13,7 @@ or elasticity policies (``api``, ``controller``).
 from stretch.vsn.pipeline import Pipeline
 from stretch.vsn.runtime import run_vsn, setup
 from stretch.vsn.settings import DEFAULT_CAPACITY, MAX_LATENESS_MS, MAX_PARALLELISM, RuntimeSettings
+from stretch.vsn.snapshot import OutputSnapshot, PipelineSnapshot, SourceSnapshot
 from stretch.vsn.status import (
     Admission,
     GateStatus,
@@ -32,11 +33,14 @@ __all__ = [
     "GateStatus",
     "InstanceStatus",
     "LoadCounters",
+    "OutputSnapshot",
     "OutputStatus",
     "Pipeline",
+    "PipelineSnapshot",
     "PipelineStatus",
     "ReconfigurationStatus",
     "RuntimeSettings",
+    "SourceSnapshot",
     "SourceStatus",
     "run_vsn",
     "setup",

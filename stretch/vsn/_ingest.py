@@ -24,11 +24,12 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from scalegate import ElasticScaleGate
-from stretch.errors import LateTupleError
+from stretch.errors import LateTupleError, StretchError
 from stretch.model.batch import Batch, StringDictionary
 from stretch.model.oplus import END_OF_INPUT, StreamTuple
-from stretch.model.schema import ColumnType, Schema
+from stretch.model.schema import TS, ColumnType, Schema
 from stretch.vsn._reorder import ReorderBuffer
+from stretch.vsn.snapshot import SourceSnapshot
 
 __all__ = ["SourceRows", "SourceStore", "column_dtype"]
 
@@ -67,6 +68,8 @@ class SourceStore:
         where: A description for messages, e.g. "source 1 of 'scalejoin'".
         dictionary: The pipeline's string dictionary (shared by all sources).
         allowed_lateness_ms: The lateness its reorder buffer allows.
+        first_seq: The sequence number of its first row (a restored source continues
+            the numbering of the one it was snapshotted from).
 
     """
 
@@ -77,6 +80,7 @@ class SourceStore:
         where: str,
         dictionary: StringDictionary,
         allowed_lateness_ms: int = 0,
+        first_seq: int = 0,
     ) -> None:
         self.source = source
         self.reorder = ReorderBuffer(allowed_lateness_ms, where)
@@ -87,11 +91,12 @@ class SourceStore:
         self.last_ts: int | None = None
         self.watermark: int | None = None  # the latest watermark added to ESG_in
         self.closed = False  # ESG_in got the end of input
-        self.fed = 0  # rows (by seq) already in ESG_in; the rest wait for room
+        self._first_seq = first_seq
+        self.fed = first_seq  # rows (by seq) already in ESG_in; the rest wait for room
         self.controls: deque[int] = deque()  # epochs whose control tuple waits for room
-        self._length = 0
-        self._rows = self._allocate(0, 0)
-        self._tuples: tuple[int, list[StreamTuple]] = (0, [])  # (base, StreamTuples)
+        self._length = first_seq
+        self._rows = self._allocate(first_seq, 0)
+        self._tuples: tuple[int, list[StreamTuple]] = (first_seq, [])  # (base, StreamTuples)
         self._tuple_lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -207,6 +212,38 @@ class SourceStore:
         if ts.shape[0] == 0:
             return 0
         return int(ts.shape[0]) - int(np.searchsorted(ts, int(ts[-1]) - window_ms, side="left"))
+
+    def snapshot(self, horizon_ts: int | None) -> SourceSnapshot:
+        """The source's rows from ``horizon_ts`` on and its reorder buffer, as a copy.
+
+        The caller holds ``self.lock``. O(rows kept).
+
+        Raises:
+            StretchError: rows at or after ``horizon_ts`` were trimmed already.
+
+        """
+        held = self._rows
+        ts = held.ts[: self._length - held.base]
+        first = 0 if horizon_ts is None else int(np.searchsorted(ts, horizon_ts, side="left"))
+        if horizon_ts is None and held.base > self._first_seq:
+            msg = f"{self.where}: rows before seq {held.base} were trimmed; no snapshot"
+            raise StretchError(msg)
+        columns: dict[str, pa.Array] = {TS: pa.array(ts[first:].copy(), pa.int64())}
+        for name, kind in self.schema:
+            values = held.columns[name][first : self._length - held.base]
+            columns[name] = (
+                self.dictionary.decode_arrow(values)
+                if kind is ColumnType.STR
+                else pa.array(values.copy(), kind.arrow)
+            )
+        return SourceSnapshot(
+            first_seq=held.base + first,
+            rows=pa.table(columns, schema=self.schema.arrow()),
+            held=self.reorder.held(self.schema.arrow()),
+            released=self.reorder.released,
+            closed=self.input_closed,
+            allowed_lateness_ms=self.reorder.allowed_lateness_ms,
+        )
 
     def rows(self) -> SourceRows:
         """The rows held now (valid for every sequence number added so far from ``base``)."""

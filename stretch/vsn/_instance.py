@@ -189,7 +189,7 @@ class VSNInstance:
     def __init__(self, j: int, shared: SharedPool) -> None:
         self.j = j
         self.shared = shared
-        self.plan = shared.plans[0]
+        self.plan = min(shared.plans.values(), key=lambda plan: plan.epoch)
         self.connected = False
         self.busy_ns = 0
         self.tuples_in = 0

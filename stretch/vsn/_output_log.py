@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 import pyarrow as pa
 
 from stretch.errors import InputError
+from stretch.model.oplus import END_OF_INPUT
+from stretch.vsn.snapshot import OutputSnapshot
 
 __all__ = ["OutputLog"]
 
@@ -40,6 +42,7 @@ class OutputLog:
         self._end = 0  # the offset the next appended row gets
         self._commits = dict.fromkeys(readers, 0)
         self._finished = False
+        self._complete_before = -END_OF_INPUT  # D: every row with a smaller ts is in
         self._changed = threading.Condition()
         self._listeners: list[Callable[[], None]] = []
 
@@ -61,9 +64,15 @@ class OutputLog:
         with self._changed:
             return self._finished
 
-    def append(self, batches: Iterable[pa.RecordBatch]) -> None:
-        """Append rows (record batches in the log's schema) at the end. O(len(batches))."""
+    def append(self, batches: Iterable[pa.RecordBatch], complete_before: int | None = None) -> None:
+        """Append rows (record batches in the log's schema) at the end. O(len(batches)).
+
+        ``complete_before``: after these rows, every output row with a smaller ``ts`` is
+        in the log (the drainer's watermark; None leaves it as it is).
+        """
         with self._changed:
+            if complete_before is not None:
+                self._complete_before = max(self._complete_before, complete_before)
             for batch in batches:
                 if batch.num_rows:
                     self._batches.append(batch)
@@ -76,8 +85,35 @@ class OutputLog:
         """Mark the log complete: no row will be appended any more."""
         with self._changed:
             self._finished = True
+            self._complete_before = END_OF_INPUT
             self._changed.notify_all()
             self._notify()
+
+    def snapshot(self) -> OutputSnapshot:
+        """The rows held, their first offset, D, the commits and the end, at one moment."""
+        with self._changed:
+            return OutputSnapshot(
+                start_offset=self._base,
+                rows=pa.Table.from_batches(list(self._batches), schema=self.schema),
+                complete_before=self._complete_before,
+                commits=dict(self._commits),
+                finished=self._finished,
+            )
+
+    def restore(self, snapshot: OutputSnapshot) -> None:
+        """Start from a snapshot's rows and offsets (an empty log only)."""
+        with self._changed:
+            if self._end:
+                msg = "only an empty output log can be restored"
+                raise InputError(msg)
+            self._base = self._end = snapshot.start_offset
+            self._commits.update(snapshot.commits)
+            self._complete_before = snapshot.complete_before
+            for batch in snapshot.rows.to_batches():
+                if batch.num_rows:
+                    self._batches.append(batch)
+                    self._end += batch.num_rows
+                    self._ends.append(self._end)
 
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` (quick, thread-safe, e.g. an event loop's wake-up) on changes.

@@ -64,12 +64,13 @@ class InstancePool:
         self.compiled = compiled
         self.audit = audit
         self.sigma = [WindowStore() for _ in range(op.key_groups)]
-        self.plans: dict[int, EpochPlan] = {0: first_plan}
+        self.plans: dict[int, EpochPlan] = {first_plan.epoch: first_plan}
         self.records: dict[int, ReconfigurationRecord] = {}
         self.barrier = EpochBarrier()
         self.stopping = False
         self.error: BaseException | None = None
         self.drainer_wake = threading.Event()
+        self.drained_ts = -END_OF_INPUT  # the output log's watermark D (set by the drainer)
         self.current = first_plan
         self._on_switch = on_switch
         self.output_schema = op.output.arrow()
@@ -142,11 +143,12 @@ class InstancePool:
         An instance reads rows at or after its watermark (the tuples it has yet to take
         from ESG_in), and a join looks back one window (WS + 1) from there; a provisioned
         instance not started yet reads from its start watermark. One window and one
-        advance more are kept as a margin.
+        advance more are kept as a margin. The output log's watermark D counts too: a
+        snapshot keeps the rows from D - WS - WA - 1 on (``stretch.vsn.snapshot``).
         """
         marks = [i.reading_from() for i in self.instances]
-        known = [m for m in marks if m is not None]
-        if not known or min(known) <= -END_OF_INPUT:
+        known = [m for m in marks if m is not None] + [self.drained_ts]
+        if min(known) <= -END_OF_INPUT:
             return None
         return min(known) - self.op.ws_ms - self.op.wa_ms - 1
 

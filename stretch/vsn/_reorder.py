@@ -50,6 +50,10 @@ class ReorderBuffer:
         """Rows held back."""
         return self._pending_rows
 
+    def held(self, schema: pa.Schema) -> pa.Table:
+        """The rows held back, in arrival order (an empty table in ``schema`` if none)."""
+        return pa.concat_tables(self._pending) if self._pending else schema.empty_table()
+
     def held_after(self, ts: NDArray[np.int64]) -> int:
         """Rows held back after a ``push`` of rows with these ``ts``. O(held + len(ts))."""
         if len(ts) == 0:

@@ -23,6 +23,7 @@ from typing import Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from scalegate import DATA, ElasticScaleGate
@@ -48,6 +49,7 @@ from stretch.vsn._output_log import OutputLog
 from stretch.vsn._pool import InstancePool
 from stretch.vsn._reconfiguration import EpochPlan, ReconfigurationRecord, plan
 from stretch.vsn.settings import MAX_LATENESS_MS, MAX_PARALLELISM, RuntimeSettings
+from stretch.vsn.snapshot import PipelineSnapshot
 from stretch.vsn.status import (
     Admission,
     GateStatus,
@@ -88,6 +90,8 @@ class Pipeline:
         parallelism: int,
         max_parallelism: int,
         settings: RuntimeSettings | None = None,
+        *,
+        resume: PipelineSnapshot | None = None,
     ) -> None:
         if not 1 <= parallelism <= max_parallelism <= MAX_PARALLELISM:
             msg = (
@@ -107,6 +111,7 @@ class Pipeline:
                 f"source {i} of {op.name!r}",
                 self._dictionary,
                 settings.allowed_lateness_ms,
+                0 if resume is None else resume.sources[i].first_seq,
             )
             for i, schema in enumerate(op.inputs)
         ]
@@ -126,7 +131,11 @@ class Pipeline:
             max_readers=1,
             block=True,
         )
-        first = EpochPlan(0, parallelism, tuple(default_mapping(op.key_groups, parallelism)))
+        first = (
+            EpochPlan(0, parallelism, tuple(default_mapping(op.key_groups, parallelism)))
+            if resume is None
+            else EpochPlan(resume.epoch, resume.parallelism, resume.mapping)
+        )
         self._switched = threading.Condition()
         self._pool = InstancePool(
             op,
@@ -142,6 +151,10 @@ class Pipeline:
         self._feeder = Feeder(self._esg_in, self._pool, self._sources)
         self._feeder.trim_rows = settings.trim_rows
         self._log = OutputLog(self._pool.output_schema)
+        self._resume_ts: int | None = None  # output rows before it are in the log already
+        if resume is not None:
+            self._log.restore(resume.output)
+            self._resume_ts = resume.output.complete_before
         self._latest = first
         self._reconfigure_lock = threading.Lock()
         self._drained_ts = -END_OF_INPUT
@@ -424,9 +437,9 @@ class Pipeline:
                 if last > self._drained_ts:
                     open_from = int(np.searchsorted(rows.ts, last))
                     pending.append((rows.slice(0, open_from), sources[:open_from]))
-                    self._append_complete(pending)
+                    self._append_complete(pending, last)
                     pending = [(rows.slice(open_from, len(rows)), sources[open_from:])]
-                    self._drained_ts = last
+                    self._drained_ts = pool.drained_ts = last
                 else:
                     pending.append((rows, sources))
                 if last == END_OF_INPUT and batch.kind[-1] != DATA:
@@ -438,19 +451,28 @@ class Pipeline:
         if pool.error is not None:  # wake join(), which raises the failure
             self._log.finish()
 
-    def _append_complete(self, parts: list[tuple[OutputBlock, NDArray[np.int64]]]) -> None:
+    def _append_complete(
+        self, parts: list[tuple[OutputBlock, NDArray[np.int64]]], complete_before: int
+    ) -> None:
         """Append complete rows, given in ESG_out order with their ESG_out sources, sorted.
 
         The rows of one source (instance) already are in ``(ts, cause)`` order: each
         release is sorted, and a row released later has a later ts or, at an equal ts
         (the watermark of the release before), comes from a later input tuple (Lemma 2).
-        Rows of several instances are sorted here.
+        Rows of several instances are sorted here. A restored pipeline drops the rows
+        before its snapshot's D: the log has them already.
         """
         sources = np.concatenate([s for _, s in parts])
         if sources.size and bool(np.any(sources != sources[0])):
-            self._log.append([OutputBlock.concat([rows for rows, _ in parts]).sorted().rows])
+            batches = [OutputBlock.concat([rows for rows, _ in parts]).sorted().rows]
         else:
-            self._log.append(rows.rows for rows, _ in parts)
+            batches = [rows.rows for rows, _ in parts]
+        resume = self._resume_ts
+        if resume is not None:
+            batches = [b.filter(pc.greater_equal(b.column(0), resume)) for b in batches]
+            if complete_before > resume:
+                self._resume_ts = None
+        self._log.append(batches, complete_before)
 
     # -- lifecycle and instrumentation -----------------------------------------------------
 
@@ -519,6 +541,77 @@ class Pipeline:
             for e in sorted(records)
             if (r := records.get(e)) is not None
         )
+
+    # -- snapshots (docs/design.md, "Durability") ------------------------------------------
+
+    def snapshot(self) -> PipelineSnapshot:
+        """A consistent copy of what determines the output from the log's watermark D on.
+
+        The output log first (its rows, all those before D), then each source under its
+        lock (its rows from D - WS - WA - 1 on and its reorder buffer): input that arrives
+        in between is in the source copy, and only changes output at or after D. Holds
+        each source's lock only while copying its rows; the instances never stop.
+        O(rows kept), see ``stretch.vsn.snapshot``.
+
+        Raises:
+            StretchError: an instance failed.
+
+        """
+        self._pool.raise_failure()
+        output = self._log.snapshot()
+        d = output.complete_before
+        horizon = None if d <= -END_OF_INPUT else d - self.op.ws_ms - self.op.wa_ms - 1
+        sources = []
+        for store in self._sources:
+            with store.lock:
+                sources.append(store.snapshot(horizon))
+        with self._reconfigure_lock:
+            latest = self._latest
+        return PipelineSnapshot(
+            epoch=latest.epoch,
+            parallelism=latest.parallelism,
+            max_parallelism=self.max_parallelism,
+            mapping=latest.mapping,
+            sources=tuple(sources),
+            output=output,
+            horizon_ts=horizon,
+        )
+
+    @classmethod
+    def restore(
+        cls, op: OPlus, snapshot: PipelineSnapshot, settings: RuntimeSettings | None = None
+    ) -> Pipeline:
+        """Start a pipeline from ``snapshot``: its epoch and mapping, output log and input.
+
+        The sources' kept rows go in again (bypassing admission: they were admitted
+        once), then their reorder buffers' rows, then each source's released watermark
+        or its close; the output rows before the snapshot's D are dropped, so the log
+        continues at the same offsets with the same rows as the pipeline snapshotted.
+
+        Raises:
+            ReconfigurationError: the snapshot's parallelism does not fit.
+            SchemaError: the snapshot's rows do not fit ``op``'s inputs.
+
+        """
+        pipeline = cls(
+            op, snapshot.parallelism, snapshot.max_parallelism, settings, resume=snapshot
+        )
+        try:
+            for store, kept in zip(pipeline._sources, snapshot.sources, strict=True):
+                with store.lock:
+                    store.reorder.allowed_lateness_ms = kept.allowed_lateness_ms
+                    for table in (kept.rows, kept.held):
+                        data = conform(table, store.schema, store.where)
+                        pipeline._release(store, store.reorder.push(data))
+                    if kept.closed:
+                        pipeline._release(store, store.reorder.flush())
+                    else:
+                        pipeline._release(store, store.reorder.advance(kept.released))
+            pipeline._pool.wake_all()
+        except BaseException:
+            pipeline.shutdown()
+            raise
+        return pipeline
 
     def status(self) -> PipelineStatus:
         """The pipeline now: epoch, mapping, instances, sources, gates, output.

@@ -97,6 +97,8 @@ class KeyTable:
             if upto <= rows.end:
                 return rows
             held = store.rows()
+            if rows.end == rows.base < held.base:  # nothing read yet; the source starts later
+                rows = KeyRows(held.base, held.base, np.zeros(1, dtype=np.int64), _NONE, _NONE)
             start = rows.end
             texts = store.dictionary.decode(
                 held.column("tweet")[start - held.base : upto - held.base]
