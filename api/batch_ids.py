@@ -43,6 +43,19 @@ class BatchIds:
             batch_id <= self.low_water or batch_id in self._recent
         )
 
+    def state(self) -> dict[str, object]:
+        """The ids as JSON-ready data (for a checkpoint)."""
+        return {"low_water": self.low_water, "recent": sorted(self._recent)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, object], recent: int = RECENT_BATCH_IDS) -> BatchIds:
+        """The ids ``state()`` returned."""
+        ids = cls(recent)
+        for batch_id in state.get("recent", []):  # type: ignore[attr-defined]
+            ids.add(int(batch_id))
+        ids.low_water = max(ids.low_water, int(state.get("low_water", -1)))  # type: ignore[call-overload]
+        return ids
+
     def add(self, batch_id: int) -> None:
         """Remember ``batch_id``; forget the smallest id beyond the limit. O(log recent)."""
         if batch_id in self:

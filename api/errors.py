@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from stretch.errors import (
     CapacityError,
     ClosedError,
+    DamagedStateError,
     InputError,
     LateTupleError,
     OperatorError,
@@ -33,6 +34,7 @@ __all__ = [
     "LimitError",
     "NotFoundError",
     "TooLargeError",
+    "UnavailableError",
     "UnsupportedMediaError",
     "install_error_handlers",
     "status_of",
@@ -56,6 +58,10 @@ class TooLargeError(InputError):
     """A batch larger than the whole ingest buffer: it can never fit, split it (413)."""
 
 
+class UnavailableError(StretchError):
+    """The operator cannot serve now: it is being restored, or its state is damaged."""
+
+
 class LimitError(StretchError):
     """A request that would pass one of the service's limits on what it runs (507)."""
 
@@ -74,6 +80,8 @@ _STATUS: Sequence[tuple[type[StretchError], int]] = (
     (UnsupportedMediaError, 415),
     (CapacityError, 429),
     (LimitError, 507),
+    (UnavailableError, 503),
+    (DamagedStateError, 503),
     (SchemaError, 422),
     (LateTupleError, 422),
     (OperatorError, 422),

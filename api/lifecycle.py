@@ -7,8 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from api.operators import OperatorRegistry
+from api.registry import OperatorRegistry
 from api.schemas import (
+    CheckpointInfo,
     CreateOperator,
     OperatorStatus,
     ReconfigurationInfo,
@@ -95,8 +96,8 @@ async def reconfigure(
     name: NAME, body: ReconfigureRequest, operators: Registry
 ) -> ReconfigureAccepted:
     """Queue a new parallelism and/or mapping; it takes effect at an epoch barrier."""
-    pipeline = operators.get(name).pipeline
-    epoch = await run_in_threadpool(pipeline.reconfigure, body.parallelism, body.mapping)
+    managed = operators.get(name)
+    epoch = await run_in_threadpool(managed.reconfigure, body.parallelism, body.mapping)
     return ReconfigureAccepted(epoch=epoch)
 
 
@@ -117,3 +118,25 @@ async def reconfigurations(name: NAME, operators: Registry) -> list[Reconfigurat
         )
         for r in operators.get(name).reconfigurations()
     ]
+
+
+@router.post(
+    "/{name}/checkpoint",
+    response_model=CheckpointInfo,
+    responses={
+        **ERRORS,
+        409: {"description": "the service keeps no state (started without --state-dir)"},
+    },
+)
+async def checkpoint(name: NAME, operators: Registry) -> CheckpointInfo:
+    """Checkpoint the operator now (docs/api.md, "Durability"); answers when it is on disk.
+
+    The operator's requests wait only while the snapshot is copied (``pause_ms``).
+    """
+    return await run_in_threadpool(operators.get(name).checkpoint)
+
+
+@router.get("/{name}/checkpoints", response_model=list[CheckpointInfo], responses=ERRORS)
+async def checkpoints(name: NAME, operators: Registry) -> list[CheckpointInfo]:
+    """The checkpoints taken since the service started, oldest first (the last is on disk)."""
+    return list(operators.get(name).checkpoints)

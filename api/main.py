@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI, Response
@@ -21,12 +22,13 @@ from swagger_ui_bundle import swagger_ui_path
 
 from api import autoscale, lifecycle, staging, streams
 from api.auth import require_token
+from api.durability import StateDirectory
 from api.errors import install_error_handlers
 from api.guard import BodyLimits, RequestGuard
 from api.limits import ServiceLimits
 from api.long_polls import LongPolls
 from api.metrics import ServiceMetrics
-from api.operators import OperatorRegistry
+from api.registry import DEFAULT_CHECKPOINT_INTERVAL_S, OperatorRegistry
 from api.staging import StagingStore
 from stretch import __version__
 
@@ -37,6 +39,8 @@ def create_app(
     token: str | None = None,
     limits: ServiceLimits | None = None,
     body_limits: BodyLimits | None = None,
+    state_dir: Path | None = None,
+    checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
 ) -> FastAPI:
     """A new app with its own operators and metrics registry.
 
@@ -45,6 +49,12 @@ def create_app(
             <token>`` (``/healthz`` and ``/readyz`` stay open).
         limits: What the service holds at most (defaults of ``ServiceLimits``).
         body_limits: The largest request bodies it reads (default ``BodyLimits()``).
+        state_dir: Keep every operator durably here and restore them at start
+            (docs/api.md, "Durability"); None keeps state in memory only.
+        checkpoint_interval_s: How often each changed operator is checkpointed.
+
+    Raises:
+        StretchError: ``state_dir`` cannot be written.
 
     Returns:
         The app; its operators stop when the app's lifespan ends.
@@ -53,11 +63,13 @@ def create_app(
     # The collector reads the registry at scrape time; the name binds late on purpose.
     metrics = ServiceMetrics(lambda: operators.snapshots())  # noqa: PLW0108
     limits = limits or ServiceLimits()
-    operators = OperatorRegistry(metrics, limits)
+    state = StateDirectory(state_dir, metrics) if state_dir is not None else None
+    operators = OperatorRegistry(metrics, limits, state, checkpoint_interval_s)
     long_polls = LongPolls(limits.max_long_polls)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        operators.start()
         yield
         await run_in_threadpool(operators.shutdown)
 
@@ -93,7 +105,8 @@ def create_app(
     async def readyz() -> JSONResponse:
         """Readiness: the app can take requests now; counts its operators.
 
-        503 while every worker thread is busy or the long-poll limit is reached.
+        503 while every worker thread is busy, the long-poll limit is reached, or kept
+        operators are still being restored; ``state`` says where operators are kept.
         """
         threads = anyio.to_thread.current_default_thread_limiter()
         problems = []
@@ -101,7 +114,9 @@ def create_app(
             problems.append(f"all {int(threads.total_tokens)} worker threads are busy")
         if long_polls.full:
             problems.append(f"{long_polls.waiting} output reads wait, the limit")
-        body: dict[str, str | int] = {"operators": len(operators.all())}
+        if restoring := operators.restoring:
+            problems.append(f"{restoring} operator(s) are being restored from --state-dir")
+        body: dict[str, object] = {"operators": len(operators.all()), **operators.describe()}
         if problems:
             return JSONResponse({**body, "status": "busy", "detail": "; ".join(problems)}, 503)
         return JSONResponse({**body, "status": "ready"})

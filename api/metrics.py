@@ -12,7 +12,7 @@ import bisect
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -40,6 +40,8 @@ LATENCY_BUCKETS_S = (
     30.0,
 )
 RECONFIGURATION_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.04, 0.1, 0.25, 1.0, 5.0)
+FSYNC_BUCKETS_S = (0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0)
+CHECKPOINT_BUCKETS_S = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0)
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,44 @@ class ServiceMetrics:
             buckets=LATENCY_BUCKETS_S,
             registry=self.registry,
         )
+        self.fsync_seconds = Histogram(
+            "stretch_journal_fsync_seconds",
+            "Duration of one journal fsync (a group commit)",
+            buckets=FSYNC_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.checkpoint_seconds = Histogram(
+            "stretch_checkpoint_seconds",
+            "Duration of a checkpoint, from the snapshot to the files on disk",
+            ["operator"],
+            buckets=CHECKPOINT_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.checkpoint_pause_seconds = Histogram(
+            "stretch_checkpoint_pause_seconds",
+            "How long a checkpoint held the operator's requests (the snapshot)",
+            ["operator"],
+            buckets=CHECKPOINT_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.checkpoint_bytes = Gauge(
+            "stretch_checkpoint_bytes",
+            "Bytes of the latest checkpoint",
+            ["operator"],
+            registry=self.registry,
+        )
+        self.journal_bytes = Gauge(
+            "stretch_journal_bytes",
+            "Bytes of the journal after the latest checkpoint",
+            ["operator"],
+            registry=self.registry,
+        )
+        self.restore_seconds = Gauge(
+            "stretch_restore_seconds",
+            "How long the operator's restore took at start",
+            ["operator"],
+            registry=self.registry,
+        )
         self.registry.register(_RuntimeCollector(snapshots))
 
     def rejected(self, route: str, status: int) -> None:
@@ -173,10 +213,18 @@ class ServiceMetrics:
                     metric.remove(operator, str(source))
                 except KeyError:
                     continue
-        try:
-            self.output_latency.remove(operator)
-        except KeyError:
-            return
+        for labelled in (
+            self.output_latency,
+            self.checkpoint_seconds,
+            self.checkpoint_pause_seconds,
+            self.checkpoint_bytes,
+            self.journal_bytes,
+            self.restore_seconds,
+        ):
+            try:
+                labelled.remove(operator)
+            except KeyError:
+                continue
 
     def exposition(self) -> bytes:
         """The Prometheus text format of every metric."""

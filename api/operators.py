@@ -15,18 +15,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import pyarrow as pa
 
 from api.batch_ids import BatchIds
-from api.errors import ConflictError, LimitError, NotFoundError, TooLargeError
+from api.durability import OperatorJournal, checkpoint_contents
+from api.errors import ConflictError, NotFoundError, TooLargeError
 from api.latency import ArrivalClock, LatencyObserver
 from api.limits import ServiceLimits
 from api.metrics import OperatorSnapshot, ServiceMetrics
 from api.schemas import (
+    CheckpointInfo,
     InstanceStatus,
     OperatorCounters,
     OperatorStatus,
@@ -34,18 +38,15 @@ from api.schemas import (
     SourceStatus,
 )
 from controller import Autoscaler, PolicyConfig, autoscale
-from stretch.errors import LateTupleError, OperatorError
-from stretch.operators.catalog import CATALOG, build
-from stretch.vsn import Admission, Pipeline, ReconfigurationStatus, RuntimeSettings, setup
+from stretch.errors import InputError, LateTupleError, OperatorError, StretchError
+from stretch.vsn import Admission, Pipeline, ReconfigurationStatus
 
-__all__ = ["ManagedOperator", "OperatorRegistry", "SourceCounters"]
+__all__ = ["ManagedOperator", "SourceCounters"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_PARALLELISM = 4
-
-MAX_PENDING_RECONFIGURATIONS = 100
-"""Reconfigurations of one operator that may wait for their barrier; more get 429."""
+KEPT_CHECKPOINTS = 100
+"""Checkpoint records an operator keeps for ``GET .../checkpoints`` (the most recent)."""
 
 
 @dataclass
@@ -58,6 +59,8 @@ class SourceCounters:
     batches: int = 0
     duplicate_batches: int = 0
     late_tuples: int = 0
+    writers: dict[str, int] = field(default_factory=dict)
+    """Each staging writer's last committed batch (its later batches are new)."""
 
 
 class ManagedOperator:
@@ -109,6 +112,34 @@ class ManagedOperator:
         self._observer.start()
         self._autoscaler: Autoscaler | None = None
         self._autoscale_lock = threading.Lock()
+        self.journal: OperatorJournal | None = None  # set when the service is durable
+        self.checkpoints: deque[CheckpointInfo] = deque(maxlen=KEPT_CHECKPOINTS)
+
+    @contextmanager
+    def _change(self) -> Iterator[Callable[[dict[str, Any], pa.Table | None], None]]:
+        """Hold the ingest gate while changing the operator; yield a journal writer.
+
+        The writer appends a record (ahead of the change, under the caller's lock); on
+        leaving, the last record written is made durable (group commit) after the gate
+        is released, so the caller answers only once it is on disk.
+        """
+        journal = self.journal
+        if journal is None:
+
+            def ignore(header: dict[str, Any], table: pa.Table | None) -> None:
+                return None
+
+            yield ignore
+            return
+        written: list[int] = []
+
+        def log(header: dict[str, Any], table: pa.Table | None) -> None:
+            written.append(journal.log(header, table))
+
+        with journal.ingest.shared():
+            yield log
+        if written:
+            journal.sync(written[-1])
 
     def where(self, source: int) -> str:
         """A source's description for messages."""
@@ -126,14 +157,23 @@ class ManagedOperator:
             raise NotFoundError(msg)
         return self.sources[source]
 
+    def committed_batch(self, source: int, writer: str) -> int:
+        """The last batch staging writer ``writer`` committed to ``source`` (-1: none)."""
+        return self.source(source).writers.get(writer, -1)
+
     def add_batch(
         self,
         source: int,
         batch_id: int | None,
         table: pa.Table,
         late: Literal["fail", "drop"] = "fail",
+        writer: tuple[str, int] | None = None,
     ) -> tuple[Admission, bool]:
         """Add a batch (any order) unless its id was seen; return (admission, duplicate).
+
+        ``writer`` is a staging writer's (id, batch): the batch is a duplicate if the
+        writer committed it or a later one. With a journal, the admitted rows are logged
+        ahead and on disk before this returns.
 
         Raises:
             NotFoundError: no such source.
@@ -146,8 +186,10 @@ class ManagedOperator:
 
         """
         counters = self.source(source)
-        with counters.lock:
-            if batch_id is not None and batch_id in counters.batch_ids:
+        with counters.lock, self._change() as log:
+            if (batch_id is not None and batch_id in counters.batch_ids) or (
+                writer is not None and writer[1] <= counters.writers.get(writer[0], -1)
+            ):
                 counters.duplicate_batches += 1
                 self._metrics.duplicate_batches.labels(self.name, str(source)).inc()
                 return Admission(0), True
@@ -161,8 +203,19 @@ class ManagedOperator:
                 raise TooLargeError(msg)
             feeds = self._feeds[source]
             arrival_s = time.time()
+
+            def journal(data: pa.Table) -> None:
+                header = {
+                    "kind": "batch",
+                    "source": source,
+                    "batch_id": batch_id,
+                    "writer": None if writer is None else list(writer),
+                    "dropped": rows - data.num_rows,
+                }
+                log(header, data)
+
             try:
-                admission = self.pipeline.add(feeds[0], table, late)
+                admission = self.pipeline.add(feeds[0], table, late, on_admit=journal)
             except LateTupleError as exc:
                 self._count_late(source, exc.rows or rows)
                 raise
@@ -172,6 +225,8 @@ class ManagedOperator:
                 self._count_late(source, admission.dropped)
             if batch_id is not None:
                 counters.batch_ids.add(batch_id)
+            if writer is not None:
+                counters.writers[writer[0]] = writer[1]
             counters.batches += 1
             counters.tuples_in += admission.accepted
             self._metrics.tuples_in.labels(self.name, str(source)).inc(admission.accepted)
@@ -186,22 +241,49 @@ class ManagedOperator:
 
     def set_allowed_lateness(self, source: int, allowed_lateness_ms: int) -> None:
         """Let rows of ``source`` arrive this far behind its largest ``ts`` from now on."""
-        for fed in self._feeds[source]:
-            self.pipeline.set_allowed_lateness(fed, allowed_lateness_ms)
+        counters = self.source(source)
+        with counters.lock, self._change() as log:
+            log({"kind": "lateness", "source": source, "ms": allowed_lateness_ms}, None)
+            for fed in self._feeds[source]:
+                self.pipeline.set_allowed_lateness(fed, allowed_lateness_ms)
 
     def watermark(self, source: int, ts: int) -> None:
         """Promise no later tuple of ``source`` before ``ts``."""
         counters = self.source(source)
-        with counters.lock:
+        with counters.lock, self._change() as log:
+            log({"kind": "watermark", "source": source, "ts": ts}, None)
             for fed in self._feeds[source]:
                 self.pipeline.watermark(fed, ts)
 
     def close(self, source: int) -> None:
         """End of input for ``source`` (closing twice is a no-op)."""
         counters = self.source(source)
-        with counters.lock:
+        with counters.lock, self._change() as log:
+            log({"kind": "close", "source": source}, None)
             for fed in self._feeds[source]:
                 self.pipeline.close(fed)
+
+    def commit(self, offset: int) -> None:
+        """The reader consumed the output before ``offset``; the log may trim it.
+
+        Raises:
+            InputError: ``offset`` is beyond the output's end.
+
+        """
+        with self._change() as log:
+            end = self.pipeline.output_status().end_offset
+            if offset > end:
+                msg = f"commit offset {offset} is outside the log [0, {end}]"
+                raise InputError(msg)
+            log({"kind": "commit", "offset": offset}, None)
+            self.pipeline.commit(offset)
+
+    def reconfigure(self, parallelism: int | None, mapping: list[int] | None) -> int:
+        """Queue a reconfiguration (``Pipeline.reconfigure``); return its epoch."""
+        with self._change() as log:
+            epoch = self.pipeline.reconfigure(parallelism, mapping)
+            log({"kind": "reconfigure", "parallelism": parallelism, "mapping": mapping}, None)
+            return epoch
 
     def reconfigurations(self) -> tuple[ReconfigurationStatus, ...]:
         """Every reconfiguration requested so far."""
@@ -214,12 +296,13 @@ class ManagedOperator:
             OperatorError: ``config`` does not fit the pool (the message names the field).
 
         """
-        with self._autoscale_lock:
+        with self._autoscale_lock, self._change() as log:
             try:
                 scaler = autoscale(self.pipeline, config)
             except ValueError as exc:
                 msg = f"autoscale of {self.name!r}: {exc}"
                 raise OperatorError(msg) from exc
+            log({"kind": "autoscale", "config": asdict(config)}, None)
             old, self._autoscaler = self._autoscaler, scaler
         if old is not None:
             old.stop()
@@ -266,8 +349,10 @@ class ManagedOperator:
 
     def clear_autoscale(self) -> None:
         """Stop the autoscaler, if any: back to manual reconfiguration."""
-        with self._autoscale_lock:
+        with self._autoscale_lock, self._change() as log:
             scaler, self._autoscaler = self._autoscaler, None
+            if scaler is not None:
+                log({"kind": "autoscale", "config": None}, None)
         if scaler is not None:
             scaler.stop()
             logger.info("operator %r: autoscale off", self.name)
@@ -332,154 +417,141 @@ class ManagedOperator:
             ),
         )
 
+    # -- durability (api.durability) ---------------------------------------------------
+
+    def checkpoint(self) -> CheckpointInfo:
+        """Checkpoint the operator now: snapshot under the gate, then write the files.
+
+        Raises:
+            ConflictError: the service keeps no state (no ``--state-dir``).
+            CapacityError: requests held the operator too long (retry).
+
+        """
+        journal = self.journal
+        if journal is None:
+            msg = (
+                f"operator {self.name!r} is not durable: start the service with --state-dir "
+                "to checkpoint it"
+            )
+            raise ConflictError(msg)
+        started = time.perf_counter()
+        with journal.ingest.exclusive():
+            lsn = journal.journal.rotate()
+            snapshot = self.pipeline.snapshot()
+            service = self._service_state()
+        pause_s = time.perf_counter() - started
+        meta, tables = checkpoint_contents(snapshot, service)
+        size = journal.write_checkpoint(lsn, meta, tables, pause_s)
+        duration_s = time.perf_counter() - started
+        self._metrics.checkpoint_seconds.labels(self.name).observe(duration_s)
+        info = CheckpointInfo(
+            checkpoint=lsn,
+            epoch=snapshot.epoch,
+            bytes=size,
+            duration_ms=duration_s * 1e3,
+            pause_ms=pause_s * 1e3,
+            time_s=time.time(),
+        )
+        self.checkpoints.append(info)
+        logger.info(
+            "operator %r: checkpoint %d, %d bytes in %.1f ms (paused %.1f ms)",
+            self.name,
+            lsn,
+            size,
+            info.duration_ms,
+            info.pause_ms,
+        )
+        return info
+
+    def _service_state(self) -> dict[str, Any]:
+        """The service's part of a checkpoint: counters, batch ids, writers, autoscale."""
+        scaler = self._autoscaler
+        return {
+            "sources": [
+                {
+                    "tuples_in": c.tuples_in,
+                    "batches": c.batches,
+                    "duplicate_batches": c.duplicate_batches,
+                    "late_tuples": c.late_tuples,
+                    "batch_ids": c.batch_ids.state(),
+                    "writers": dict(c.writers),
+                }
+                for c in self.sources
+            ],
+            "autoscale": None if scaler is None else asdict(scaler.config),
+        }
+
+    def restore_service_state(self, state: dict[str, Any]) -> None:
+        """Take back what ``_service_state`` saved (a restore, before any request)."""
+        for counters, saved in zip(self.sources, state["sources"], strict=True):
+            counters.tuples_in = int(saved["tuples_in"])
+            counters.batches = int(saved["batches"])
+            counters.duplicate_batches = int(saved["duplicate_batches"])
+            counters.late_tuples = int(saved["late_tuples"])
+            counters.batch_ids = BatchIds.from_state(saved["batch_ids"])
+            counters.writers = {str(k): int(v) for k, v in saved["writers"].items()}
+        if state.get("autoscale") is not None:
+            self.set_autoscale(PolicyConfig(**state["autoscale"]))
+
+    def replay(self, header: dict[str, Any], table: pa.Table | None) -> None:
+        """Apply a journal record again (a restore, before any request, no journal).
+
+        Raises:
+            StretchError: a batch the operator cannot take again (the journal does not
+                belong to it); other records that fail now failed then too and are skipped.
+
+        """
+        kind = header["kind"]
+        source = int(header.get("source", 0))
+        feeds = self._feeds[source] if kind != "commit" else ()
+        if kind == "batch":
+            assert table is not None
+            counters = self.sources[source]
+            for fed in feeds:
+                self.pipeline.add(fed, table, bounded=False)
+            if header["batch_id"] is not None:
+                counters.batch_ids.add(int(header["batch_id"]))
+            if header["writer"] is not None:
+                writer, batch = header["writer"]
+                counters.writers[str(writer)] = int(batch)
+            counters.batches += 1
+            counters.tuples_in += table.num_rows
+            counters.late_tuples += int(header["dropped"])
+            return
+        try:
+            if kind == "watermark":
+                for fed in feeds:
+                    self.pipeline.watermark(fed, int(header["ts"]))
+            elif kind == "close":
+                for fed in feeds:
+                    self.pipeline.close(fed)
+            elif kind == "lateness":
+                for fed in feeds:
+                    self.pipeline.set_allowed_lateness(fed, int(header["ms"]))
+            elif kind == "commit":
+                self.pipeline.commit(int(header["offset"]), when_produced=True)
+            elif kind == "reconfigure":
+                self.pipeline.reconfigure(header["parallelism"], header["mapping"])
+            elif kind == "autoscale":
+                config = header["config"]
+                if config is None:
+                    self.clear_autoscale()
+                else:
+                    self.set_autoscale(PolicyConfig(**config))
+        except StretchError as exc:
+            logger.debug("operator %r: journal record %s skipped: %s", self.name, kind, exc)
+
     def shutdown(self) -> None:
-        """Stop the autoscaler, the pipeline's threads and the latency observer."""
-        self.clear_autoscale()
+        """Stop the autoscaler, the pipeline's threads and the latency observer.
+
+        Nothing is journaled: a durable operator comes back as it was.
+        """
+        with self._autoscale_lock:
+            scaler, self._autoscaler = self._autoscaler, None
+        if scaler is not None:
+            scaler.stop()
         self.pipeline.shutdown()
         self._observer.stop()
+        if self.journal is not None:
+            self.journal.close()
         self._metrics.forget(self.name, len(self.sources))
-
-
-class OperatorRegistry:
-    """The named operators of one app.
-
-    Args:
-        metrics: The service's metrics.
-        limits: What the service holds at most.
-
-    """
-
-    def __init__(self, metrics: ServiceMetrics, limits: ServiceLimits) -> None:
-        self._metrics = metrics
-        self.limits = limits
-        self._operators: dict[str, ManagedOperator] = {}
-        self._lock = threading.Lock()
-
-    def create(
-        self,
-        name: str,
-        operator: str,
-        params: Mapping[str, Any],
-        parallelism: int,
-        max_parallelism: int | None,
-        capacity: int,
-        allowed_lateness_ms: int = 0,
-        policy: PolicyConfig | None = None,
-    ) -> ManagedOperator:
-        """Build catalog operator ``operator`` and start it under ``name``.
-
-        With ``policy`` it starts autoscaled (as ``set_autoscale``).
-
-        Raises:
-            ConflictError: ``name`` is taken.
-            LimitError: the operator would pass the service's operators or threads limit.
-            OperatorError: unknown operator or parameter, or forward without ``columns``.
-            ReconfigurationError: parallelism outside ``1..max_parallelism``.
-            OperatorError: an autoscale policy that does not fit the pool.
-
-        """
-        if operator == "forward" and "columns" not in params:
-            msg = (
-                "operator 'forward' needs the parameter 'columns' naming the payload "
-                "columns, e.g. {'columns': 'v:int,w:float'}"
-            )
-            raise OperatorError(msg)
-        with self._lock:
-            if name in self._operators:
-                msg = f"an operator named {name!r} already exists; delete it first"
-                raise ConflictError(msg)
-            op = build(operator, params)
-            n = max_parallelism or max(parallelism, DEFAULT_MAX_PARALLELISM)
-            self._check_limits(name, n)
-            settings = RuntimeSettings(
-                capacity=capacity,
-                allowed_lateness_ms=allowed_lateness_ms,
-                max_held_rows=self.limits.max_held_rows,
-                max_uncommitted_rows=self.limits.max_uncommitted_rows,
-                refuse_behind_backlog=True,
-                max_pending_reconfigurations=MAX_PENDING_RECONFIGURATIONS,
-            )
-            pipeline = setup(op, parallelism, n, settings=settings)
-            managed = ManagedOperator(
-                name,
-                operator,
-                params,
-                pipeline,
-                capacity,
-                self._metrics,
-                self.limits,
-                one_stream=CATALOG[operator].one_stream,
-            )
-            if policy is not None:
-                try:
-                    managed.set_autoscale(policy)
-                except OperatorError:
-                    managed.shutdown()
-                    raise
-            self._operators[name] = managed
-        logger.info("started operator %r (%s, m=%d, n=%d)", name, operator, parallelism, n)
-        return managed
-
-    def _check_limits(self, name: str, n: int) -> None:
-        """Raise ``LimitError`` if operator ``name`` of pool size n passes a limit."""
-        limits = self.limits
-        if len(self._operators) >= limits.max_operators:
-            msg = (
-                f"operator {name!r}: the service runs {len(self._operators)} operators, its "
-                f"limit (--max-operators {limits.max_operators}); delete one first"
-            )
-            raise LimitError(msg)
-        threads = sum(op.threads for op in self._operators.values())
-        if threads + n + 2 > limits.max_pool_threads:
-            msg = (
-                f"operator {name!r}: a pool of {n} costs {n + 2} threads and the operators "
-                f"use {threads} of the service's {limits.max_pool_threads} "
-                "(--max-pool-threads); lower max_parallelism or delete an operator"
-            )
-            raise LimitError(msg)
-
-    def get(self, name: str) -> ManagedOperator:
-        """The operator named ``name``.
-
-        Raises:
-            NotFoundError: no such operator.
-
-        """
-        with self._lock:
-            managed = self._operators.get(name)
-        if managed is None:
-            msg = f"no operator named {name!r}"
-            raise NotFoundError(msg)
-        return managed
-
-    def all(self) -> list[ManagedOperator]:
-        """Every operator, by name."""
-        with self._lock:
-            return [self._operators[k] for k in sorted(self._operators)]
-
-    def snapshots(self) -> list[OperatorSnapshot]:
-        """Every operator's metrics snapshot."""
-        return [op.snapshot() for op in self.all()]
-
-    def delete(self, name: str) -> None:
-        """Stop and forget the operator named ``name``.
-
-        Raises:
-            NotFoundError: no such operator.
-
-        """
-        with self._lock:
-            managed = self._operators.pop(name, None)
-        if managed is None:
-            msg = f"no operator named {name!r}"
-            raise NotFoundError(msg)
-        managed.shutdown()
-        logger.info("deleted operator %r", name)
-
-    def shutdown(self) -> None:
-        """Stop every operator."""
-        with self._lock:
-            operators = list(self._operators.values())
-            self._operators.clear()
-        for managed in operators:
-            managed.shutdown()

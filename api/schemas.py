@@ -19,6 +19,7 @@ __all__ = [
     "AutoscaleState",
     "BatchAccepted",
     "BatchRows",
+    "CheckpointInfo",
     "CommitRequest",
     "CreateOperator",
     "DecisionInfo",
@@ -170,6 +171,17 @@ class OperatorStatus(BaseModel):
     instances: list[InstanceStatus]
     output: OutputStatus
     counters: OperatorCounters
+
+
+class CheckpointInfo(BaseModel):
+    """A checkpoint taken (``POST .../checkpoint``, ``GET .../checkpoints``)."""
+
+    checkpoint: int = Field(description="its id: it covers every journal record before it")
+    epoch: int = Field(description="the epoch of the plan it restores")
+    bytes: int = Field(description="bytes of its files on disk")
+    duration_ms: float = Field(description="from the snapshot to the files on disk")
+    pause_ms: float = Field(description="how long it held the operator's requests")
+    time_s: float = Field(description="when it was taken (Unix time)")
 
 
 class BatchRows(_Strict):

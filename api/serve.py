@@ -16,6 +16,7 @@ import uvicorn
 
 from api.limits import ServiceLimits
 from api.main import create_app
+from api.registry import DEFAULT_CHECKPOINT_INTERVAL_S
 
 __all__ = ["TOKEN_ENV", "check_exposure", "is_loopback", "read_token", "serve"]
 
@@ -87,6 +88,8 @@ def serve(
     insecure: bool = False,
     access_log: bool = False,
     limits: ServiceLimits | None = None,
+    state_dir: Path | None = None,
+    checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
 ) -> None:
     """Serve the app on ``host:port`` until interrupted (SIGINT or SIGTERM).
 
@@ -101,6 +104,8 @@ def serve(
         insecure: Serve without a token on a non-loopback host.
         access_log: Log one line per request.
         limits: What the service holds at most (defaults of ``ServiceLimits``).
+        state_dir: Keep operators durably here (None: in memory only).
+        checkpoint_interval_s: How often each changed operator is checkpointed.
 
     Raises:
         ValueError: No token on a non-loopback host without ``insecure``, or an empty
@@ -110,14 +115,20 @@ def serve(
     token = read_token(token_file)
     check_exposure(host, token, insecure)
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    app = create_app(
+        token, limits, state_dir=state_dir, checkpoint_interval_s=checkpoint_interval_s
+    )
     logger.info(
-        "stretch serve on %s (auth: %s); docs at %s/docs",
+        "stretch serve on %s (auth: %s; state: %s); docs at %s/docs",
         url,
         "bearer token on /v1 and /metrics" if token else "none, every route open",
+        f"durable in {state_dir}, checkpoints every {checkpoint_interval_s:g} s"
+        if state_dir is not None
+        else "in memory only, lost on restart (--state-dir keeps it)",
         url,
     )
     uvicorn.run(
-        create_app(token, limits),
+        app,
         host=host,
         port=port,
         log_level="info",

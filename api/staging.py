@@ -111,7 +111,6 @@ class _Source:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     staged: dict[tuple[str, int], dict[int, pa.Table]] = field(default_factory=dict)
-    last_committed: dict[str, int] = field(default_factory=dict)
 
 
 class StagingStore:
@@ -172,7 +171,7 @@ class StagingStore:
         where = f"{managed.where(source)}, writer {writer!r} batch {batch} part {part}"
         table = conform(table, managed.pipeline.op.inputs[source], where)
         with state.lock:
-            if batch <= state.last_committed.get(writer, -1):
+            if batch <= managed.committed_batch(source, writer):
                 return PartStaged(rows=0, committed=True)
             parts = state.staged.setdefault((writer, batch), {})
             old = parts.get(part)
@@ -203,7 +202,7 @@ class StagingStore:
         state = self._source(managed, source)
         where = f"{managed.where(source)}, writer {writer!r} batch {batch}"
         with state.lock:
-            if batch <= state.last_committed.get(writer, -1):
+            if batch <= managed.committed_batch(source, writer):
                 self._discard_through(state, writer, batch)
                 return CommitAccepted(accepted=0, dropped=0, duplicate=True)
             parts = state.staged.get((writer, batch), {})
@@ -220,15 +219,16 @@ class StagingStore:
             if body.allowed_lateness_ms is not None:
                 managed.set_allowed_lateness(source, body.allowed_lateness_ms)
             try:
-                admission, _ = managed.add_batch(source, None, table, body.late_rows)
+                admission, duplicate = managed.add_batch(
+                    source, None, table, body.late_rows, writer=(writer, batch)
+                )
             except Exception as exc:
                 if not isinstance(exc, CapacityError):  # a full buffer keeps the parts
                     self._discard(state, writer, batch)
                 raise
-            state.last_committed[writer] = batch
             self._discard_through(state, writer, batch)
         return CommitAccepted(
-            accepted=admission.accepted, dropped=admission.dropped, duplicate=False
+            accepted=admission.accepted, dropped=admission.dropped, duplicate=duplicate
         )
 
     def abort(self, managed: ManagedOperator, source: int, writer: str, batch: int) -> None:

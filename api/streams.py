@@ -180,5 +180,5 @@ async def output(
 )
 async def commit(name: NAME, body: CommitRequest, operators: Registry) -> dict[str, Any]:
     """Everything before ``offset`` was consumed; the log may trim it."""
-    await run_in_threadpool(operators.get(name).pipeline.commit, body.offset)
+    await run_in_threadpool(operators.get(name).commit, body.offset)
     return {}

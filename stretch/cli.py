@@ -259,6 +259,20 @@ def _parser() -> argparse.ArgumentParser:
         default=256,
         help="output reads waiting for rows at once (default 256)",
     )
+    serve.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="keep every operator durably in DIR: each acknowledged request is on disk "
+        "(fsync'd) and a restart restores every operator from its latest checkpoint and "
+        "journal (docs/api.md, 'Durability'); without it state is in memory only",
+    )
+    serve.add_argument(
+        "--checkpoint-interval-s",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="checkpoint each changed operator every S seconds (default 10; with --state-dir)",
+    )
     serve.set_defaults(run=_serve)
 
     pipeline = commands.add_parser(
@@ -519,6 +533,9 @@ def _serve(args: argparse.Namespace) -> int:
             max_pool_threads=args.max_pool_threads,
             max_long_polls=args.max_long_polls,
         )
+        if args.checkpoint_interval_s <= 0:
+            msg = f"--checkpoint-interval-s must be > 0, got {args.checkpoint_interval_s}"
+            raise ValueError(msg)
         serve(
             args.host,
             args.port,
@@ -526,6 +543,8 @@ def _serve(args: argparse.Namespace) -> int:
             insecure=args.insecure,
             access_log=args.access_log,
             limits=limits,
+            state_dir=Path(args.state_dir) if args.state_dir else None,
+            checkpoint_interval_s=args.checkpoint_interval_s,
         )
     except (OSError, ValueError) as exc:
         raise InputError(str(exc)) from exc

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "CapacityError",
     "ClosedError",
+    "DamagedStateError",
     "InputError",
     "LateTupleError",
     "OperatorError",
@@ -60,6 +61,10 @@ class ReconfigurationError(StretchError):
 
 class CapacityError(StretchError):
     """A bounded buffer is full and the caller asked not to block."""
+
+
+class DamagedStateError(StretchError):
+    """A state file (journal or checkpoint) is damaged; nothing is restored from it."""
 
 
 class StoppedError(StretchError):

@@ -2,7 +2,9 @@
 
 Every tuple carries all K keys (f_MK), so every instance sees it and compares it with
 its share of the stored tuples of the opposite stream; each tuple is stored by exactly
-one key, chosen round robin by the counter c that all keys' window sets advance in step.
+one key, chosen round robin by its sequence number in its stream (``seq % K``): a choice
+that depends on the tuple alone, so a pipeline restored from the tuples in its windows
+stores them where the original did.
 A pair is compared once, when its later tuple arrives, and only if the two ``ts`` are at
 most WS apart: the stored side is purged of tuples older than ``t.ts - WS`` first. The
 band includes both ends, so the O+ window is one tick longer than the band: ``[l, l + WS +
@@ -34,14 +36,12 @@ Match = Callable[[StreamTuple, StreamTuple], Payload | None]
 
 @dataclass(slots=True)
 class JoinSide:
-    """zeta of one side's window instance: the counter c and the stored tuples T.
+    """zeta of one side's window instance: the stored tuples T.
 
     It has no length on purpose: f_S never empties a join's window set. The set is removed
-    only after a gap of more than WS in the input (``stretch.model.instance``); every key's set
-    goes at once, so the counters restart together and the round robin stays consistent.
+    only after a gap of more than WS in the input (``stretch.model.instance``).
     """
 
-    count: int = 0
     stored: deque[StreamTuple] = field(default_factory=deque)
 
 
@@ -73,8 +73,6 @@ def band_join(
 
     def update(w: Windows, t: StreamTuple) -> tuple[Sequence[State], Sequence[Payload]]:
         this, opposite = (w.states[0], w.states[1]) if t.source == 0 else (w.states[1], w.states[0])
-        this.count += 1
-        opposite.count += 1
         stored = opposite.stored
         while stored and stored[0].ts + ws_ms < t.ts:
             stored.popleft()
@@ -83,7 +81,7 @@ def band_join(
         else:
             found = (match(other, t) for other in stored)
         payloads = [p for p in found if p is not None]
-        if this.count % keys == w.key:
+        if t.seq % keys == w.key:
             this.stored.append(t)
         return w.states, payloads
 

@@ -41,6 +41,7 @@ class OutputLog:
         self._base = 0  # the offset of the first row held
         self._end = 0  # the offset the next appended row gets
         self._commits = dict.fromkeys(readers, 0)
+        self._deferred: dict[str, int] = {}  # commits beyond the end, applied as rows come
         self._finished = False
         self._complete_before = -END_OF_INPUT  # D: every row with a smaller ts is in
         self._changed = threading.Condition()
@@ -78,6 +79,13 @@ class OutputLog:
                     self._batches.append(batch)
                     self._end += batch.num_rows
                     self._ends.append(self._end)
+            if self._deferred:
+                for reader, offset in list(self._deferred.items()):
+                    self._commits[reader] = max(self._commits[reader], min(offset, self._end))
+                    if offset <= self._end:
+                        del self._deferred[reader]
+                if min(self._commits.values()) > self._base:
+                    self._trim(min(self._commits.values()))
             self._changed.notify_all()
             self._notify()
 
@@ -175,8 +183,10 @@ class OutputLog:
         with self._changed:
             return self._changed.wait_for(lambda: self._finished, timeout_s)
 
-    def commit(self, offset: int, reader: str = "default") -> None:
+    def commit(self, offset: int, reader: str = "default", *, when_produced: bool = False) -> None:
         """Record that ``reader`` consumed everything before ``offset``; trim if all did.
+
+        With ``when_produced`` an offset beyond the end waits until rows reach it.
 
         Raises:
             InputError: ``offset`` is beyond the end of the log or ``reader`` is unknown.
@@ -186,6 +196,9 @@ class OutputLog:
             if reader not in self._commits:
                 msg = f"unknown output reader {reader!r}"
                 raise InputError(msg)
+            if when_produced and offset > self._end:
+                self._deferred[reader] = max(self._deferred.get(reader, 0), offset)
+                offset = self._end
             if not 0 <= offset <= self._end:
                 msg = f"commit offset {offset} is outside the log [0, {self._end}]"
                 raise InputError(msg)

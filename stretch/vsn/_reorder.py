@@ -64,6 +64,22 @@ class ReorderBuffer:
             held += int((table.column(TS).to_numpy() >= released).sum())
         return held
 
+    def check(self, ts: NDArray[np.int64]) -> None:
+        """Refuse rows older than the released watermark. O(len(ts)).
+
+        Raises:
+            LateTupleError: a row is late (its ``rows`` counts them); nothing is kept.
+
+        """
+        late = np.flatnonzero(ts < self.released)
+        if len(late):
+            row = int(late[0])
+            msg = (
+                f"{self.where}: row {row + 1} has ts {int(ts[row])}, before the released "
+                f"watermark {self.released} ({len(late)} late row(s); the batch was rejected)"
+            )
+            raise LateTupleError(msg, rows=len(late))
+
     def push(self, table: pa.Table) -> pa.Table | None:
         """Take a batch (a conformed table, any order); return the rows now complete.
 
@@ -74,14 +90,7 @@ class ReorderBuffer:
         ts = table.column(TS).to_numpy()
         if len(ts) == 0:
             return None
-        late = np.flatnonzero(ts < self.released)
-        if len(late):
-            row = int(late[0])
-            msg = (
-                f"{self.where}: row {row + 1} has ts {int(ts[row])}, before the released "
-                f"watermark {self.released} ({len(late)} late row(s); the batch was rejected)"
-            )
-            raise LateTupleError(msg, rows=len(late))
+        self.check(ts)
         self._pending.append(table)
         self._pending_rows += len(ts)
         return self.advance(int(ts.max()) - self.allowed_lateness_ms)

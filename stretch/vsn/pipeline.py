@@ -170,6 +170,9 @@ class Pipeline:
         source: int,
         batch: pa.Table | pa.RecordBatch,
         late: Literal["fail", "drop"] = "fail",
+        *,
+        on_admit: Callable[[pa.Table], None] | None = None,
+        bounded: bool = True,
     ) -> Admission:
         """Admit a batch (any order) to input ``source``; say what was added and dropped.
 
@@ -184,6 +187,11 @@ class Pipeline:
             batch: Rows in the source's schema, any order.
             late: Rows older than the released watermark: ``"fail"`` refuses the batch,
                 ``"drop"`` adds the rest and reports them as dropped.
+            on_admit: Called, under the source's lock, with the rows admitted (conformed,
+                late ones dropped) before they go in: a journal writes them ahead. If it
+                raises, nothing is added.
+            bounded: Apply the bounds of ``settings`` (False: re-adding rows admitted
+                before, e.g. from a journal).
 
         Raises:
             InputError: unknown source.
@@ -201,7 +209,8 @@ class Pipeline:
         with store.lock:
             self._check_open(store)
             data = conform(table, store.schema, store.where)
-            self._admit(store, data)
+            if bounded:
+                self._admit(store, data)
             ts = data.column(TS).to_numpy()
             dropped = 0
             if late == "drop":
@@ -209,6 +218,10 @@ class Pipeline:
                 dropped = int(len(keep) - keep.sum())
                 if dropped:
                     data, ts = data.filter(pa.array(keep)), ts[keep]
+            else:
+                store.reorder.check(ts)
+            if on_admit is not None:
+                on_admit(data)
             self._release(store, store.reorder.push(data))
         self._pool.wake_all()
         self._feeder.help(store)
@@ -410,9 +423,18 @@ class Pipeline:
         self._pool.raise_failure()
         return self._log.read(offset, max_rows, wait_s)
 
-    def commit(self, offset: int) -> None:
-        """Everything before ``offset`` was consumed; the log may trim it."""
-        self._log.commit(offset)
+    def commit(self, offset: int, *, when_produced: bool = False) -> None:
+        """Everything before ``offset`` was consumed; the log may trim it.
+
+        With ``when_produced``, an offset beyond the log's end is kept and applied once
+        the output gets there (re-applying a journal's commits while the output is
+        produced again).
+
+        Raises:
+            InputError: ``offset`` is beyond the end (unless ``when_produced``).
+
+        """
+        self._log.commit(offset, when_produced=when_produced)
 
     def _drain(self) -> None:
         """ESG_out -> output log: a ``ts`` is complete once a later node is ready.

@@ -56,7 +56,8 @@ def send_in_chunks(client: StretchClient, name: str, tables: list[pa.Table], chu
         client.close_source(name, source)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on loopback now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -65,7 +66,7 @@ def _free_port() -> int:
 @contextmanager
 def serving(app: FastAPI) -> Iterator[str]:
     """Run ``app`` under a real uvicorn on a free loopback port; yield its base URL."""
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )

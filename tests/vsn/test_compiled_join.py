@@ -184,10 +184,11 @@ def test_unknown_module_is_an_operator_error() -> None:
 
 
 def test_full_store_stops_the_kernel_and_grows() -> None:
-    """Gaps longer than WS restart every key at each L tuple: key 1 of 3 stores every L.
+    """A store without room makes the kernel stop (STORE_FULL) and go on once it grew.
 
-    With stores sized for a third of the run (round robin), the kernel finds key 1's
-    store full, stops, and goes on once the slab has grown.
+    The round robin by sequence number fills each key's store evenly, so the room reserved
+    per run always suffices; here the first reservation of each run is skipped to take
+    the path that grows a full store.
     """
     op = build("scalejoin", {"ws": 10, "keys": 3})
     assert op.kernel is not None
@@ -203,8 +204,18 @@ def test_full_store_stops_the_kernel_and_grows() -> None:
     ts = list(range(0, 6000, 100))
     left = LEFT.table(ts, [(k % 7, float(k % 5)) for k in range(len(ts))])
     right = RIGHT.table([ts[-1] + 5], [(len(ts) % 7 - 1, 4.0, 0.0, True)])
+    reserve = compiled_band_join._Slab.reserve
+    skipped: list[int] = []
+
+    def reserve_late(slab: compiled_band_join._Slab, extra: int) -> compiled_band_join._Slab:
+        if len(skipped) < len(statuses) + 1 and extra < 2 * (len(ts) // 3 + 2):
+            skipped.append(extra)  # the run's first reservation: none
+            return slab
+        return reserve(slab, extra)
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(compiled_band_join, "MIN_CAPACITY", 1)
+        patch.setattr(compiled_band_join._Slab, "reserve", reserve_late)
         out, _ = run_schedule(op, [left, right], 1, 1, [])
     assert STORE_FULL in statuses
     assert out.num_rows > 0

@@ -1,7 +1,7 @@
 """Numba kernels of the catalog's band joins (Operator 10): an instance's keys over a run.
 
 The catalog's J+ (``stretch.operators.joins.band_join``) gives every tuple all K keys; key k stores
-a tuple when the tuple counter c (the same for every key) is ``c % K == k``, and, when a
+a tuple when its sequence number in its stream is ``seq % K == k``, and, when a
 tuple arrives, purges the opposite side's tuples older than ``t.ts - WS`` and compares
 the rest. One call handles every key an instance owns (key by key, so a key's stores
 stay in cache over the run), releasing the GIL once per run rather than once per key;
@@ -41,10 +41,9 @@ Match = Callable[[Columns, int, Columns, int], bool]
 Fill = tuple[tuple[NDArray[Any], NDArray[Any]], ...]
 """Per column a side's predicate reads: (the stores' column, the input column)."""
 
-COUNT = 4
-"""The column of ``bounds`` holding a key's tuple counter c (0-3: head/tail L, R)."""
-LAST = 5
-"""The column of ``bounds`` holding the ts of the last tuple the key saw."""
+LAST = 4
+"""The column of ``bounds`` holding the ts of the last tuple the key saw (0-3: head/tail
+of L and R)."""
 NEVER = -(2**62)
 """``bounds[:, LAST]`` of a key that saw no tuple yet."""
 DONE = 0
@@ -126,12 +125,11 @@ def _band_join(
     (side 0 = L, 1 = R) between ``bounds[s, 2 side]`` and ``bounds[s, 2 side + 1]``, the
     columns the predicate reads of those tuples at ``s * capacity + p`` of
     ``stored_left`` / ``stored_right`` (``capacity = store_ts.shape[2]``; ``fill_left``
-    and ``fill_right`` pair each of them with its input column), and its counter in
-    ``bounds[s, COUNT]``. A key whose window set the reference would remove before a
-    tuple (the set slid past the last tuple that updated it: ``earliestWinL(ts) >
-    bounds[s, LAST]``, for the join's window of ``ws + 1`` ms, see
-    ``stretch.operators.joins``) starts over empty, with its counter at 0, as the
-    reference's new set does. ``ws`` is the band: pairs at most ``ws`` apart.
+    and ``fill_right`` pair each of them with its input column). A key whose window set
+    the reference would remove before a tuple (the set slid past the last tuple that
+    updated it: ``earliestWinL(ts) > bounds[s, LAST]``, for the join's window of
+    ``ws + 1`` ms, see ``stretch.operators.joins``) starts over empty, as the reference's
+    new set does. ``ws`` is the band: pairs at most ``ws`` apart.
     ``progress[s]`` is the next run tuple of slot s. Matches go to ``out[:, n]`` as
     (tuple index, key, partner seq, j-th match of the tuple and key); ``stats`` holds the
     matches written and the comparisons made. Returns ``DONE``, or stops before a tuple
@@ -158,11 +156,8 @@ def _band_join(
             row = run_seq[i] - bases[this]
             if ((ts - ws - 1) // wa + 1) * wa > bounds[s, LAST]:  # window: WS + 1
                 bounds[s, 0], bounds[s, 2] = bounds[s, 1], bounds[s, 3]
-                bounds[s, COUNT] = 0
                 head = tail
             bounds[s, LAST] = ts
-            count = bounds[s, COUNT] + 1
-            bounds[s, COUNT] = count
             other_ts, other_seq = store_ts[s, other], store_seq[s, other]
             while head < tail and other_ts[head] + ws < ts:
                 head += 1
@@ -179,7 +174,7 @@ def _band_join(
                         n_out = _emit(out, n_out, i, key, other_seq[p], j)
                         j += 1
             stats[1] += tail - head
-            if count % keys == key:
+            if run_seq[i] % keys == key:
                 t = bounds[s, 2 * this + 1]
                 store_ts[s, this, t] = ts
                 store_seq[s, this, t] = run_seq[i]

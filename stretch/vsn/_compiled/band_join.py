@@ -19,7 +19,7 @@ from stretch.model.instance import UPDATED
 from stretch.model.oplus import OPlus
 from stretch.model.schema import ColumnType
 from stretch.operators.kernels import BandJoin
-from stretch.operators.kernels._band_join import COUNT, DONE, LAST, NEVER, OUT_FULL, STORE_FULL
+from stretch.operators.kernels._band_join import DONE, LAST, NEVER, OUT_FULL, STORE_FULL
 from stretch.vsn._compiled._runs import audit_groups, data_nodes, owned_groups
 from stretch.vsn._ingest import SourceRows, SourceStore, column_dtype
 from stretch.vsn._instance import ReadyNodes, VSNInstance
@@ -80,7 +80,7 @@ class _Slab:
     ) -> _Slab:
         """A slab for ``slot_keys`` with room for ``extra`` more tuples per key and side.
 
-        Each key's live tuples and counter come from ``where[key]`` (a slab and slot),
+        Each key's live tuples and last ts come from ``where[key]`` (a slab and slot),
         compacted to the start of its new slot; keys not in ``where`` start empty.
         """
         sizes = [
@@ -93,7 +93,7 @@ class _Slab:
             if key not in where:
                 continue
             old, o = where[key]
-            new.bounds[s, COUNT:] = old.bounds[o, COUNT:]
+            new.bounds[s, LAST] = old.bounds[o, LAST]
             for side in (0, 1):
                 head, tail = old.bounds[o, 2 * side], old.bounds[o, 2 * side + 1]
                 live = tail - head

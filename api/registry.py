@@ -1,0 +1,334 @@
+"""The named operators of one app: create, look up, delete; restore and checkpoint them.
+
+Without a state directory operators live in memory only. With one
+(``stretch serve --state-dir DIR``, ``api.durability``), creating an operator writes its
+spec first, every change is journaled, a checkpointer thread checkpoints each changed
+operator every ``checkpoint_interval_s``, and ``restore`` (run once at start, in the
+background) brings every kept operator back: its latest checkpoint, then the journal
+after it. While that runs the operators being restored answer 503; an operator whose
+files are damaged stays out of service (503 naming the file) until it is deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from api.durability import StateDirectory, decode_record, snapshot_of
+from api.errors import ConflictError, LimitError, NotFoundError, UnavailableError
+from api.limits import ServiceLimits
+from api.metrics import OperatorSnapshot, ServiceMetrics
+from api.operators import ManagedOperator
+from controller import PolicyConfig
+from stretch.errors import OperatorError, StretchError
+from stretch.operators.catalog import CATALOG, build
+from stretch.vsn import Pipeline, RuntimeSettings, setup
+
+__all__ = ["DEFAULT_MAX_PARALLELISM", "OperatorRegistry"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_PARALLELISM = 4
+
+MAX_PENDING_RECONFIGURATIONS = 100
+"""Reconfigurations of one operator that may wait for their barrier; more get 429."""
+
+DEFAULT_CHECKPOINT_INTERVAL_S = 10.0
+
+
+class OperatorRegistry:
+    """The named operators of one app.
+
+    Args:
+        metrics: The service's metrics.
+        limits: What the service holds at most.
+        state: Where operators are kept durably (None: in memory only).
+        checkpoint_interval_s: How often each changed operator is checkpointed.
+
+    """
+
+    def __init__(
+        self,
+        metrics: ServiceMetrics,
+        limits: ServiceLimits,
+        state: StateDirectory | None = None,
+        checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
+    ) -> None:
+        self._metrics = metrics
+        self.limits = limits
+        self.state = state
+        self.checkpoint_interval_s = checkpoint_interval_s
+        self._operators: dict[str, ManagedOperator] = {}
+        self._restoring: set[str] = set(state.names()) if state is not None else set()
+        self._failed: dict[str, str] = {}  # name -> why it could not be restored
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._checkpointer: threading.Thread | None = None
+
+    # -- lifecycle of the service ------------------------------------------------------
+
+    def start(self) -> None:
+        """Restore the kept operators and start checkpointing, in a background thread."""
+        if self.state is None:
+            return
+        self._checkpointer = threading.Thread(
+            target=self._run, name="stretch-checkpointer", daemon=True
+        )
+        self._checkpointer.start()
+
+    @property
+    def restoring(self) -> int:
+        """Operators still being restored."""
+        with self._lock:
+            return len(self._restoring)
+
+    def _run(self) -> None:
+        self._restore_all()
+        while not self._stop.wait(self.checkpoint_interval_s):
+            for managed in self.all():
+                journal = managed.journal
+                if journal is None or not journal.changed or self._stop.is_set():
+                    continue
+                try:
+                    managed.checkpoint()
+                except StretchError as exc:
+                    logger.warning("operator %r: checkpoint skipped: %s", managed.name, exc)
+
+    def _restore_all(self) -> None:
+        assert self.state is not None
+        for name in sorted(self._restoring):
+            if self._stop.is_set():
+                return
+            started = time.perf_counter()
+            try:
+                managed = self._restore(name)
+            except StretchError as exc:
+                logger.error("operator %r was not restored: %s", name, exc)  # noqa: TRY400
+                with self._lock:
+                    self._failed[name] = str(exc)
+                    self._restoring.discard(name)
+                continue
+            elapsed = time.perf_counter() - started
+            self._metrics.restore_seconds.labels(name).set(elapsed)
+            with self._lock:
+                self._operators[name] = managed
+                self._restoring.discard(name)
+            logger.info("restored operator %r in %.2f s", name, elapsed)
+
+    def _restore(self, name: str) -> ManagedOperator:
+        """An operator as its files leave it: latest checkpoint, then the journal after.
+
+        Raises:
+            DamagedStateError: a file is damaged (named in the message).
+            StretchError: the operator cannot be built (e.g. a custom operator that is
+                not registered in this process) or does not take its journal.
+
+        """
+        assert self.state is not None
+        stored = self.state.read(name)
+        spec = stored.spec
+        op = build(spec["operator"], spec["params"])
+        settings = self._settings(spec["capacity"], spec["allowed_lateness_ms"])
+        if stored.checkpoint is not None:
+            pipeline = Pipeline.restore(op, snapshot_of(stored.checkpoint), settings)
+        else:
+            pipeline = setup(op, spec["parallelism"], spec["max_parallelism"], settings=settings)
+        managed = self._managed(name, spec, pipeline)
+        try:
+            if stored.checkpoint is not None:
+                managed.restore_service_state(stored.checkpoint.meta["service"])
+            for _, payload in stored.records.records:
+                managed.replay(*decode_record(payload))
+            managed.journal = self.state.reopen(stored)
+        except BaseException:
+            managed.shutdown()
+            raise
+        return managed
+
+    def shutdown(self) -> None:
+        """Stop checkpointing and every operator (durable ones keep their files)."""
+        self._stop.set()
+        if self._checkpointer is not None:
+            self._checkpointer.join(30.0)
+        with self._lock:
+            operators = list(self._operators.values())
+            self._operators.clear()
+        for managed in operators:
+            managed.shutdown()
+
+    # -- operators ---------------------------------------------------------------------
+
+    def create(
+        self,
+        name: str,
+        operator: str,
+        params: Mapping[str, Any],
+        parallelism: int,
+        max_parallelism: int | None,
+        capacity: int,
+        allowed_lateness_ms: int = 0,
+        policy: PolicyConfig | None = None,
+    ) -> ManagedOperator:
+        """Build catalog operator ``operator`` and start it under ``name``.
+
+        With ``policy`` it starts autoscaled (as ``set_autoscale``). With a state
+        directory its spec is on disk before this returns.
+
+        Raises:
+            ConflictError: ``name`` is taken (or kept and not restored).
+            LimitError: the operator would pass the service's operators or threads limit.
+            OperatorError: unknown operator or parameter, or forward without ``columns``.
+            ReconfigurationError: parallelism outside ``1..max_parallelism``.
+            OperatorError: an autoscale policy that does not fit the pool.
+
+        """
+        if operator == "forward" and "columns" not in params:
+            msg = (
+                "operator 'forward' needs the parameter 'columns' naming the payload "
+                "columns, e.g. {'columns': 'v:int,w:float'}"
+            )
+            raise OperatorError(msg)
+        with self._lock:
+            if name in self._operators or name in self._restoring or name in self._failed:
+                msg = f"an operator named {name!r} already exists; delete it first"
+                raise ConflictError(msg)
+            op = build(operator, params)
+            n = max_parallelism or max(parallelism, DEFAULT_MAX_PARALLELISM)
+            self._check_limits(name, n)
+            pipeline = setup(
+                op, parallelism, n, settings=self._settings(capacity, allowed_lateness_ms)
+            )
+            spec = {
+                "name": name,
+                "operator": operator,
+                "params": dict(params),
+                "parallelism": parallelism,
+                "max_parallelism": n,
+                "capacity": capacity,
+                "allowed_lateness_ms": allowed_lateness_ms,
+            }
+            managed = self._managed(name, spec, pipeline)
+            try:
+                if self.state is not None:
+                    managed.journal = self.state.create(name, spec)
+                if policy is not None:
+                    managed.set_autoscale(policy)
+            except BaseException:
+                managed.shutdown()
+                if self.state is not None:
+                    self.state.remove(name)
+                raise
+            self._operators[name] = managed
+        logger.info("started operator %r (%s, m=%d, n=%d)", name, operator, parallelism, n)
+        return managed
+
+    def _settings(self, capacity: int, allowed_lateness_ms: int) -> RuntimeSettings:
+        return RuntimeSettings(
+            capacity=capacity,
+            allowed_lateness_ms=allowed_lateness_ms,
+            max_held_rows=self.limits.max_held_rows,
+            max_uncommitted_rows=self.limits.max_uncommitted_rows,
+            refuse_behind_backlog=True,
+            max_pending_reconfigurations=MAX_PENDING_RECONFIGURATIONS,
+        )
+
+    def _managed(self, name: str, spec: Mapping[str, Any], pipeline: Pipeline) -> ManagedOperator:
+        return ManagedOperator(
+            name,
+            spec["operator"],
+            spec["params"],
+            pipeline,
+            spec["capacity"],
+            self._metrics,
+            self.limits,
+            one_stream=CATALOG[spec["operator"]].one_stream,
+        )
+
+    def _check_limits(self, name: str, n: int) -> None:
+        """Raise ``LimitError`` if operator ``name`` of pool size n passes a limit."""
+        limits = self.limits
+        if len(self._operators) >= limits.max_operators:
+            msg = (
+                f"operator {name!r}: the service runs {len(self._operators)} operators, its "
+                f"limit (--max-operators {limits.max_operators}); delete one first"
+            )
+            raise LimitError(msg)
+        threads = sum(op.threads for op in self._operators.values())
+        if threads + n + 2 > limits.max_pool_threads:
+            msg = (
+                f"operator {name!r}: a pool of {n} costs {n + 2} threads and the operators "
+                f"use {threads} of the service's {limits.max_pool_threads} "
+                "(--max-pool-threads); lower max_parallelism or delete an operator"
+            )
+            raise LimitError(msg)
+
+    def get(self, name: str) -> ManagedOperator:
+        """The operator named ``name``.
+
+        Raises:
+            NotFoundError: no such operator.
+            UnavailableError: it is being restored, or could not be restored.
+
+        """
+        with self._lock:
+            managed = self._operators.get(name)
+            if managed is None and name in self._restoring:
+                msg = f"operator {name!r} is being restored from its state; retry shortly"
+                raise UnavailableError(msg)
+            if managed is None and name in self._failed:
+                msg = (
+                    f"operator {name!r} could not be restored: {self._failed[name]}; its "
+                    "output is not served (delete it to start over)"
+                )
+                raise UnavailableError(msg)
+        if managed is None:
+            msg = f"no operator named {name!r}"
+            raise NotFoundError(msg)
+        return managed
+
+    def all(self) -> list[ManagedOperator]:
+        """Every operator, by name."""
+        with self._lock:
+            return [self._operators[k] for k in sorted(self._operators)]
+
+    def snapshots(self) -> list[OperatorSnapshot]:
+        """Every operator's metrics snapshot."""
+        return [op.snapshot() for op in self.all()]
+
+    def delete(self, name: str) -> None:
+        """Stop and forget the operator named ``name`` (and its kept state).
+
+        Raises:
+            NotFoundError: no such operator.
+            UnavailableError: it is being restored.
+
+        """
+        with self._lock:
+            if name in self._restoring:
+                msg = f"operator {name!r} is being restored from its state; retry shortly"
+                raise UnavailableError(msg)
+            managed = self._operators.pop(name, None)
+            failed = self._failed.pop(name, None)
+        if managed is None and failed is None:
+            msg = f"no operator named {name!r}"
+            raise NotFoundError(msg)
+        if managed is not None:
+            managed.shutdown()
+        if self.state is not None:
+            self.state.remove(name)
+        logger.info("deleted operator %r", name)
+
+    def describe(self) -> dict[str, Any]:
+        """How the registry keeps state, for ``/readyz`` and the start line."""
+        if self.state is None:
+            return {"state": "memory only (no --state-dir): a restart loses every operator"}
+        with self._lock:
+            return {
+                "state": str(self.state.root),
+                "restoring": len(self._restoring),
+                "failed": dict(self._failed),
+                "checkpoint_interval_s": self.checkpoint_interval_s,
+            }
