@@ -31,3 +31,9 @@ def test_dockerfile_runs_as_non_root_with_a_healthcheck() -> None:
     text = (ROOT / "Dockerfile").read_text(encoding="utf-8")
     assert "USER 10001:10001" in text and "HEALTHCHECK" in text and "/healthz" in text
     assert "NUMBA_CACHE_DIR" in text
+
+
+def test_dockerfile_keeps_state_in_a_volume() -> None:
+    text = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    assert 'VOLUME ["/var/lib/stretch"]' in text
+    assert '"--state-dir", "/var/lib/stretch"' in text
