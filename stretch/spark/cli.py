@@ -51,10 +51,12 @@ def run_pipeline_command(
     except (OSError, ValueError) as exc:
         msg = f"--token-file: {exc}"
         raise InputError(msg) from exc
+    checkpoint = checkpoint or output / "_checkpoint"
     with ExitStack() as stack:
         if url is None:
-            url = stack.enter_context(EmbeddedSidecar(token)).url
-            out.write(f"started a sidecar on {url}\n")
+            state = checkpoint / "sidecar"
+            url = stack.enter_context(EmbeddedSidecar(token, state_dir=state)).url
+            out.write(f"started a sidecar on {url} (state in {state})\n")
         owned = SparkSession.getActiveSession() is None
         spark = local_session(f"stretch pipeline {operator}")
         if owned:
@@ -63,7 +65,7 @@ def run_pipeline_command(
             operator=operator,
             inputs=list(inputs),
             output=output,
-            checkpoint=checkpoint or output / "_checkpoint",
+            checkpoint=checkpoint,
             url=url,
             token=token,
             name=name or f"pipeline-{operator}",

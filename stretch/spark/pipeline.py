@@ -13,9 +13,11 @@ Exactly once across a crash, with the same ``--checkpoint``:
 * the Parquet sink and the reader are exactly once by their checkpoints (the reader
   re-reads the offsets of a batch Spark had not committed; the log trims only committed
   ones);
-* with the operator still running (``--url``), the writers continue from their
-  checkpoints and the sidecar ignores a replayed batch (staged commits are idempotent);
-* with an operator created afresh (the embedded sidecar died with the job), the writers
+* with the operator still running or restored (``--url``, or the embedded sidecar, whose
+  state is kept under ``<checkpoint>/sidecar`` and restored when the job is rerun), the
+  writers continue from their checkpoints and the sidecar ignores a replayed batch
+  (staged commits are idempotent and durable);
+* with an operator created afresh (a ``--url`` sidecar that kept no state), the writers
   start over from the first file: the operator is deterministic (docs/design.md decision
   2), so it produces the same log again and the reader continues at its checkpointed
   offset; nothing is lost or doubled.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from types import TracebackType
 
 import uvicorn
@@ -20,6 +21,7 @@ __all__ = ["EmbeddedSidecar"]
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
+RESTORE_TIMEOUT_S = 600.0
 
 
 class EmbeddedSidecar:
@@ -28,14 +30,18 @@ class EmbeddedSidecar:
     Args:
         token: The bearer token the service requires, if any.
         port: The TCP port (0: a free one).
+        state_dir: Keep the operators durably here (``stretch serve --state-dir``); a
+            sidecar started again on it restores them before ``start`` returns.
 
     Attributes:
         url: ``http://127.0.0.1:PORT`` once started.
 
     """
 
-    def __init__(self, token: str | None = None, port: int = 0) -> None:
-        self.app = create_app(token)
+    def __init__(
+        self, token: str | None = None, port: int = 0, state_dir: Path | None = None
+    ) -> None:
+        self.app = create_app(token, state_dir=state_dir)
         self._server = uvicorn.Server(
             uvicorn.Config(
                 self.app,
@@ -52,10 +58,11 @@ class EmbeddedSidecar:
         self.url = ""
 
     def start(self) -> str:
-        """Start serving; return the URL.
+        """Start serving and wait until its operators are restored; return the URL.
 
         Raises:
-            StretchError: the server did not start within ``START_TIMEOUT_S``.
+            StretchError: the server did not start within ``START_TIMEOUT_S``, or did not
+                restore its operators within ``RESTORE_TIMEOUT_S``.
 
         """
         self._thread.start()
@@ -67,6 +74,13 @@ class EmbeddedSidecar:
             time.sleep(0.01)
         port = self._server.servers[0].sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
+        registry = self.app.state.operators
+        deadline = time.monotonic() + RESTORE_TIMEOUT_S
+        while registry.restoring:
+            if time.monotonic() > deadline:
+                msg = f"the embedded sidecar did not restore its operators in {RESTORE_TIMEOUT_S} s"
+                raise StretchError(msg)
+            time.sleep(0.01)
         return self.url
 
     def stop(self) -> None:
