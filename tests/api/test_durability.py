@@ -114,6 +114,12 @@ def _steps(case: Case) -> list[tuple[str, Step]]:
             steps.append(("watermark", watermark))
         if k == 1:
             steps.append(("reconfigure", lambda c, r: c.reconfigure("op", parallelism=2)))
+        if k == 2:
+            steps.append(
+                ("autoscale", lambda c, r: c.set_autoscale("op", "threshold", period_ms=20))
+            )
+        if k == 4:
+            steps.append(("autoscale off", lambda c, r: c.clear_autoscale("op")))
         if k % 2 == 1:
             steps.append(("read", lambda c, r: r.read(c)))
         if k == 3:
@@ -184,11 +190,13 @@ def test_kill_9_anywhere_loses_nothing(
 
 
 def test_kill_9_after_every_kind_of_request(tmp_path: Path) -> None:
-    """One crash after each kind of request: batch, watermark, reconfigure, read, checkpoint."""
+    """One crash after each kind of request: batch, watermark, reconfigure, read (with its
+    commit), checkpoint, autoscale on and off."""
     case = CASES["scalejoin"]
     steps = _steps(case)
     firsts = {kind: i for i, (kind, _) in reversed(list(enumerate(steps)))}
-    assert set(firsts) == {"batch", "watermark", "reconfigure", "read", "checkpoint"}
+    kinds = {"batch", "watermark", "reconfigure", "read", "checkpoint", "autoscale"}
+    assert set(firsts) == {*kinds, "autoscale off"}
     _run(case, tmp_path, set(firsts.values()))
 
 
@@ -297,5 +305,32 @@ def test_a_cut_short_last_record_is_dropped(tmp_path: Path) -> None:
             assert status["sources"][1]["tuples_in"] == 600
             assert status["sources"][1]["watermark"] is not None
         assert "dropped a cut-short last record" in sidecar.log()
+    finally:
+        sidecar.stop()
+
+
+def test_durability_metrics_and_routes(tmp_path: Path) -> None:
+    """The metrics show fsyncs, checkpoints, journal bytes and restores; a service without
+    --state-dir refuses a checkpoint and says it keeps state in memory only."""
+    case = CASES["forward"]
+    sidecar = Sidecar(tmp_path / "state", tmp_path)
+    sidecar.start()
+    try:
+        with StretchClient(sidecar.url, token=TOKEN) as client:
+            client.create_operator("op", case.operator, case.params)
+            _feed(client, case.tables, 0, 300)
+            info = client._request("POST", "/v1/operators/op/checkpoint").json()
+            assert info["bytes"] > 0 and info["pause_ms"] <= info["duration_ms"]
+            listed = client._request("GET", "/v1/operators/op/checkpoints").json()
+            assert [c["checkpoint"] for c in listed] == [info["checkpoint"]]
+            text = client.metrics()
+            assert "stretch_journal_fsync_seconds_count" in text
+            assert 'stretch_checkpoint_bytes{operator="op"}' in text
+            assert 'stretch_journal_bytes{operator="op"}' in text
+        sidecar.kill()
+        sidecar.start()
+        with StretchClient(sidecar.url, token=TOKEN) as client:
+            assert 'stretch_restore_seconds{operator="op"}' in client.metrics()
+            assert client._http.get("/readyz").json()["state"] == str(tmp_path / "state")
     finally:
         sidecar.stop()

@@ -151,3 +151,11 @@ def test_hedge_takes_one_trade_stream(client: StretchClient) -> None:
     with pytest.raises(ServiceError) as refused:
         client.add_batch("h", 1, trades.slice(0, 1))
     assert refused.value.status == 404
+
+
+def test_without_a_state_dir_checkpoints_are_refused(client: StretchClient) -> None:
+    client.create_operator("m", "forward", {"columns": "v:int", "inputs": 1})
+    with pytest.raises(ServiceError) as refused:
+        client._request("POST", "/v1/operators/m/checkpoint")
+    assert refused.value.status == 409 and "--state-dir" in str(refused.value)
+    assert "memory only" in client._http.get("/readyz").json()["state"]
