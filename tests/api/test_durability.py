@@ -24,7 +24,7 @@ from stretch import build, generate, run_sn
 from stretch.client import StretchClient
 from stretch.model.schema import Schema
 from stretch.operators.catalog import CATALOG
-from tests.api import custom_operators  # registers sensor_mean here, as --operators there
+from tests import custom_operators  # registers sensor_mean here, as --operators there
 from tests.api.conftest import TIMEOUT_S, TOKEN
 from tests.api.sidecar import Sidecar
 
@@ -132,7 +132,7 @@ def _steps(case: Case) -> list[tuple[str, Step]]:
 def _run(case: Case, tmp_path: Path, crashes: set[int], interval_s: float = 10.0) -> Sidecar:
     steps = _steps(case)
     sidecar = Sidecar(
-        tmp_path / "state", tmp_path, interval_s, operators=("tests.api.custom_operators",)
+        tmp_path / "state", tmp_path, interval_s, operators=("tests.custom_operators",)
     )
     reader = Reader()
     sidecar.start()

@@ -8,8 +8,6 @@ must equal ``run_sn``'s from that offset, row for row.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -17,37 +15,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stretch.generate import hedge, scalejoin, tweets
-from stretch.model.oplus import OPlus, Windows, WindowType
+from stretch.model.oplus import OPlus
 from stretch.model.schema import Schema
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
 from stretch.vsn import Pipeline, RuntimeSettings, setup
+from tests import custom_operators
 from tests.vsn.support import TIMEOUT_S, no_thread_leak
 from tests.waiting import wait_until
 
 __all__ = ["no_thread_leak"]
 
 SETTINGS = RuntimeSettings(capacity=1 << 12)
-
-
-def _mean_op() -> OPlus:
-    """A user operator written as Python functions (the generic path)."""
-    readings = Schema.of(sensor="str", value="float")
-
-    def mean_per_sensor(w: Windows) -> list[tuple[Any, ...]]:
-        values = [t["value"] for t in w.states[0]]
-        return [(w.key, sum(values) / len(values), len(values))]
-
-    return OPlus(
-        "mean",
-        wa_ms=50,
-        ws_ms=200,
-        inputs=(readings,),
-        multi_key=lambda t: [t["sensor"]],
-        window_type=WindowType.SINGLE,
-        output=Schema.of(sensor="str", mean="float", n="int"),
-        output_fn=mean_per_sensor,
-    )
 
 
 def _readings(rows: int) -> pa.Table:
@@ -70,7 +49,7 @@ def _cases() -> dict[str, tuple[OPlus, list[pa.Table]]]:
         "longest_tweet": (build("longest_tweet", {"wa": 100, "ws": 300}), tweet),
         "wordcount": (build("wordcount", {"wa": 100, "ws": 300}), tweet),
         "forward": (build("forward", {"columns": "v:int", "inputs": "1"}), [forward_rows]),
-        "mean": (_mean_op(), [_readings(1500)]),
+        "mean": (custom_operators.sensor_mean({}), [_readings(1500)]),
     }
 
 
