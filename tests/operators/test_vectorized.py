@@ -3,8 +3,8 @@
 Each entry point is compiled again without the disk cache (Numba cannot inspect cached
 code) for the signature a real run gave it, and its optimised IR must hold two vector
 loops (LLVM's ``vector.body`` blocks), one per probing side, each comparing vectors
-(``icmp``/``fcmp`` on ``<N x i64>`` / ``<N x double>``), and no gathers (a signed index
-makes Numba add a wraparound select, and LLVM then gathers). A predicate that divides by
+(``icmp``/``fcmp`` on ``<N x i64>`` / ``<N x double>``) and gathering none (on a signed
+index Numba adds a wraparound select, and LLVM then gathers). A predicate that divides by
 a value of either side (a zero check that raises: a branch in both loops) is the
 control: the same check finds no vector loop in its kernel.
 """
@@ -47,12 +47,11 @@ def ratios_near_one(x: int, y: float, a: int, b: float) -> bool:
 
 
 def vector_loops(ir: str) -> list[int]:
-    """Per vector loop body of ``ir`` that compares vectors, its widest lane count.
+    """Per vector loop body of ``ir`` that compares vectors it loads, its widest lanes.
 
-    Empty if ``ir`` gathers: a loop whose loads were meant to be contiguous is not.
+    A body that gathers does not count: a loop whose loads were meant to be contiguous
+    is not, and a gathered vector loop is no faster than the scalar one.
     """
-    if "llvm.masked.gather" in ir:
-        return []
     labels = list(LABEL.finditer(ir))
     loops = []
     for label, after in zip(labels, [*labels[1:], None], strict=True):
@@ -60,7 +59,7 @@ def vector_loops(ir: str) -> list[int]:
             continue
         body = ir[label.end() : after.start() if after else len(ir)]
         lanes = [int(n) for n in VECTOR_COMPARE.findall(body)]
-        if lanes:
+        if lanes and "llvm.masked.gather" not in body:
             loops.append(max(lanes))
     return loops
 

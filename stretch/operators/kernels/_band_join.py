@@ -70,6 +70,8 @@ STORE_FULL = 2
 """Kernel status: stopped before a tuple, a key's store of its side being full."""
 BLOCK = 256
 """Stored tuples whose candidates are counted at once before any match is written."""
+GROUP = 32
+"""The most run tuples of one side and one ts compared with a block while it is in L1."""
 
 
 @njit(inline="always")
@@ -136,36 +138,45 @@ def _probe_left(
     candidate: Match,
     match: Match,
     left: Columns,
-    row: int,
+    rows: NDArray[np.int64],
+    first: int,
+    stop: int,
     stored_right: Columns,
     at: int,
     head: int,
     tail: int,
     other_seq: NDArray[np.int64],
+    hits: NDArray[np.int64],
     out: NDArray[np.int64],
     n_out: int,
-    i: int,
     key: int,
 ) -> int:
-    """L tuple ``row`` against R's stored tuples ``[head, tail)``, block by block.
+    """Run tuples ``[first, stop)`` of L, one ts, against R's stored ``[head, tail)``.
 
-    Each block's candidates are counted first, a loop without a branch that Numba
-    vectorizes (the index is unsigned, so no wraparound select turns the contiguous
-    loads into gathers); only a block with a candidate is scanned again, in order, with
-    the exact predicate, writing each match. Returns the next ``n_out``.
+    Block by block, each probe counts the block's candidates while the block is in L1, a
+    loop without a branch that Numba vectorizes (the index is unsigned, so no wraparound
+    select turns the contiguous loads into gathers); then each probe scans again, in
+    stored order and with the exact predicate, only its blocks holding a candidate,
+    writing each match. ``rows`` holds the probes' rows in ``left`` (by ``q - first``).
+    Returns the next ``n_out``.
     """
-    j = 0
     for block in range(head, tail, BLOCK):
-        start = np.uint64(at + block)
-        end = np.uint64(at + min(block + BLOCK, tail))
-        hits = 0
-        for p in range(start, end):
-            hits += candidate(left, row, stored_right, p)
-        if hits:
-            for p in range(start, end):
-                if match(left, row, stored_right, p):
-                    n_out = _emit(out, n_out, i, key, other_seq[p - at], j)
-                    j += 1
+        last = np.uint64(at + min(block + BLOCK, tail))
+        for q in range(first, stop):
+            row = rows[q - first]
+            count = 0
+            for p in range(np.uint64(at + block), last):
+                count += candidate(left, row, stored_right, p)
+            hits[q - first, (block - head) // BLOCK] = count
+    for q in range(first, stop):
+        row = rows[q - first]
+        j = 0
+        for block in range(head, tail, BLOCK):
+            if hits[q - first, (block - head) // BLOCK]:
+                for p in range(np.uint64(at + block), np.uint64(at + min(block + BLOCK, tail))):
+                    if match(left, row, stored_right, p):
+                        n_out = _emit(out, n_out, q, key, other_seq[p - at], j)
+                        j += 1
     return n_out
 
 
@@ -173,31 +184,38 @@ def _probe_left(
 def _probe_right(
     candidate: Match,
     match: Match,
+    right: Columns,
+    rows: NDArray[np.int64],
+    first: int,
+    stop: int,
     stored_left: Columns,
     at: int,
     head: int,
     tail: int,
-    right: Columns,
-    row: int,
     other_seq: NDArray[np.int64],
+    hits: NDArray[np.int64],
     out: NDArray[np.int64],
     n_out: int,
-    i: int,
     key: int,
 ) -> int:
-    """``_probe_left`` for an R tuple ``row`` against L's stored tuples."""
-    j = 0
+    """``_probe_left`` for run tuples of R against L's stored tuples."""
     for block in range(head, tail, BLOCK):
-        start = np.uint64(at + block)
-        end = np.uint64(at + min(block + BLOCK, tail))
-        hits = 0
-        for p in range(start, end):
-            hits += candidate(stored_left, p, right, row)
-        if hits:
-            for p in range(start, end):
-                if match(stored_left, p, right, row):
-                    n_out = _emit(out, n_out, i, key, other_seq[p - at], j)
-                    j += 1
+        last = np.uint64(at + min(block + BLOCK, tail))
+        for q in range(first, stop):
+            row = rows[q - first]
+            count = 0
+            for p in range(np.uint64(at + block), last):
+                count += candidate(stored_left, p, right, row)
+            hits[q - first, (block - head) // BLOCK] = count
+    for q in range(first, stop):
+        row = rows[q - first]
+        j = 0
+        for block in range(head, tail, BLOCK):
+            if hits[q - first, (block - head) // BLOCK]:
+                for p in range(np.uint64(at + block), np.uint64(at + min(block + BLOCK, tail))):
+                    if match(stored_left, p, right, row):
+                        n_out = _emit(out, n_out, q, key, other_seq[p - at], j)
+                        j += 1
     return n_out
 
 
@@ -249,51 +267,72 @@ def _band_join(
     n_out = stats[0]
     cap_out = out.shape[1]
     capacity = store_ts.shape[2]
+    n = run_ts.shape[0]
+    hits = np.empty((GROUP, capacity // BLOCK + 1), np.int64)
+    rows = np.empty(GROUP, np.int64)
     for s in range(slot_keys.shape[0]):
         key = slot_keys[s]
         at = s * capacity
-        for i in range(progress[s], run_ts.shape[0]):
+        i = progress[s]
+        while i < n:
             this = 0 if run_source[i] == 0 else 1
             other = 1 - this
+            ts = run_ts[i]
+            earliest = ((ts - ws - 1) // wa + 1) * wa  # of the join's window: WS + 1
+            # A group: the next tuples of this side with this ts, which share a window
+            # (unless the window set could restart between them: WA > WS + 1).
+            stop = i + 1
+            if earliest <= ts:
+                while (
+                    stop < n
+                    and stop - i < GROUP
+                    and run_ts[stop] == ts
+                    and (run_source[stop] == 0) == (this == 0)
+                ):
+                    stop += 1
             head, tail = bounds[s, 2 * other], bounds[s, 2 * other + 1]
-            if n_out + (tail - head) > cap_out or bounds[s, 2 * this + 1] == capacity:
+            room = capacity - bounds[s, 2 * this + 1]
+            if n_out + (stop - i) * (tail - head) > cap_out or room < stop - i:
                 progress[s] = i
                 stats[0] = n_out
-                return OUT_FULL if bounds[s, 2 * this + 1] < capacity else STORE_FULL
-            ts = run_ts[i]
-            row = run_seq[i] - bases[this]
-            if ((ts - ws - 1) // wa + 1) * wa > bounds[s, LAST]:  # window: WS + 1
+                return OUT_FULL if room >= stop - i else STORE_FULL
+            if earliest > bounds[s, LAST]:
                 bounds[s, 0], bounds[s, 2] = bounds[s, 1], bounds[s, 3]
                 bounds[s, COUNT] = 0
                 head = tail
             bounds[s, LAST] = ts
-            count = bounds[s, COUNT] + 1
-            bounds[s, COUNT] = count
             other_ts, other_seq = store_ts[s, other], store_seq[s, other]
             while head < tail and other_ts[head] + ws < ts:
                 head += 1
             bounds[s, 2 * other] = head
+            base = bases[this]
+            for q in range(np.uint64(i), np.uint64(stop)):
+                rows[q - i] = run_seq[q] - base
             if this == 0:  # one loop per side, each streaming through the other's store
                 n_out = _probe_left(
-                    candidate, match, left, row, stored_right, at, head, tail, other_seq,
-                    out, n_out, i, key,
+                    candidate, match, left, rows, i, stop, stored_right, at, head, tail,
+                    other_seq, hits, out, n_out, key,
                 )  # fmt: skip
             else:
                 n_out = _probe_right(
-                    candidate, match, stored_left, at, head, tail, right, row, other_seq,
-                    out, n_out, i, key,
+                    candidate, match, right, rows, i, stop, stored_left, at, head, tail,
+                    other_seq, hits, out, n_out, key,
                 )  # fmt: skip
-            stats[1] += tail - head
-            if count % keys == key:
-                t = bounds[s, 2 * this + 1]
-                store_ts[s, this, t] = ts
-                store_seq[s, this, t] = run_seq[i]
-                if this == 0:
-                    _store_row(fill_left, at + t, row)
-                else:
-                    _store_row(fill_right, at + t, row)
-                bounds[s, 2 * this + 1] = t + 1
-        progress[s] = run_ts.shape[0]
+            stats[1] += (stop - i) * (tail - head)
+            for q in range(i, stop):  # the group's own stores: not compared with it
+                count = bounds[s, COUNT] + 1
+                bounds[s, COUNT] = count
+                if count % keys == key:
+                    t = bounds[s, 2 * this + 1]
+                    store_ts[s, this, t] = ts
+                    store_seq[s, this, t] = run_seq[q]
+                    if this == 0:
+                        _store_row(fill_left, at + t, rows[q - i])
+                    else:
+                        _store_row(fill_right, at + t, rows[q - i])
+                    bounds[s, 2 * this + 1] = t + 1
+            i = stop
+        progress[s] = n
     stats[0] = n_out
     return DONE
 
