@@ -17,7 +17,10 @@ The comparison loop is a vector loop: a probe meets the opposite store in blocks
 ``BLOCK`` tuples; a ``candidate`` test, branch-free, counts the block's candidates (Numba
 and LLVM turn that loop into SIMD code: 8 lanes of i64 and double on AVX-512), and only a
 block with a candidate is scanned again, in stored order, with the exact ``match``,
-writing each pair, so the matches and their order are those of a plain scan. Indices in
+writing each pair, so the matches and their order are those of a plain scan. A key's
+consecutive run tuples of one side with one ts (up to ``GROUP``) share a window, and each
+block is counted for all of them while it is in L1 (the 1T of
+``benchmarks/onethread_scalejoin.py`` does the same over its whole window). Indices in
 the loop are unsigned: on a signed index Numba adds a select for negative indices and
 LLVM then gathers instead of loading contiguous lanes. ``candidate`` must hold for every
 pair ``match`` accepts or raises on (a superset); ScaleJoin's predicate is branch-free and
