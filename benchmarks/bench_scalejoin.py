@@ -154,7 +154,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--operator", choices=["scalejoin", "hedge"], default="scalejoin")
     parser.add_argument("--rows", type=int, default=200_000, help="tuples per stream")
-    parser.add_argument("--rate", type=float, default=1000.0, help="tuples/s per stream")
+    parser.add_argument(
+        "--rate", type=float, default=10_000.0, help="tuples/s per stream (200k: ts over 20 s)"
+    )
     parser.add_argument("--ws", type=int, default=10_000, help="window size (the band) in ms")
     parser.add_argument("--keys", type=int, default=16, help="K (the catalog's default: 16)")
     parser.add_argument("--parallelism", type=int, nargs="+", default=[1, 2])

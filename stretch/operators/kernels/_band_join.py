@@ -13,8 +13,24 @@ the store), so the inner loop streams through the stored tuples in memory order 
 of gathering each one from the shared input columns, where consecutive tuples of a key
 lie K rows apart.
 
-``_band_join`` is that loop for any match predicate; each join has an entry point that
-names its predicate (``scalejoin_run``, ``hedge_run``). Numba inlines the loop and the
+The comparison loop is a vector loop: a probe meets the opposite store in blocks of
+``BLOCK`` tuples; a ``candidate`` test, branch-free, counts the block's candidates (Numba
+and LLVM turn that loop into SIMD code: 8 lanes of i64 and double on AVX-512), and only a
+block with a candidate is scanned again, in stored order, with the exact ``match``,
+writing each pair, so the matches and their order are those of a plain scan. A key's
+consecutive run tuples of one side with one ts (up to ``GROUP``) share a window, and each
+block is counted for all of them while it is in L1 (the 1T of
+``benchmarks/onethread_scalejoin.py`` does the same over its whole window). Indices in
+the loop are unsigned: on a signed index Numba adds a select for negative indices and
+LLVM then gathers instead of loading contiguous lanes. ``candidate`` must hold for every
+pair ``match`` accepts or raises on (a superset); ScaleJoin's predicate is branch-free and
+is its own candidate; hedge's divides (and raises on a zero average, as the reference
+does), so its candidate is a division-free test of the same ratio with room for rounding.
+``tests/operators/test_vectorized.py`` checks in the LLVM IR that both loops of each
+entry point are vector loops.
+
+``_band_join`` is that loop for any predicate; each join has an entry point that names
+its predicate (``scalejoin_run``, ``hedge_run``). Numba inlines the loop and the
 predicate into the entry point (``inline="always"``, in its IR), so each entry point is
 compiled and optimised as one function, as fast as a loop with the predicate written in,
 and takes no function argument, so Numba's on-disk cache can key it: a jitted function
@@ -36,7 +52,9 @@ __all__ = ["DONE", "OUT_FULL", "STORE_FULL", "hedge_run", "scalejoin_run"]
 
 Columns = tuple[NDArray[Any], ...]
 """The columns a predicate reads of one side."""
-Match = Callable[[Columns, int, Columns, int], bool]
+Index = int | np.uint64
+"""A tuple's index in its columns (unsigned in the comparison loops)."""
+Match = Callable[[Columns, Index, Columns, Index], bool]
 """A predicate: whether L tuple ``l`` and R tuple ``r`` (indices in the columns) match."""
 Fill = tuple[tuple[NDArray[Any], NDArray[Any]], ...]
 """Per column a side's predicate reads: (the stores' column, the input column)."""
@@ -52,16 +70,38 @@ OUT_FULL = 1
 """Kernel status: stopped before a tuple whose matches might not fit in ``out``."""
 STORE_FULL = 2
 """Kernel status: stopped before a tuple, a key's store of its side being full."""
+BLOCK = 256
+"""Stored tuples whose candidates are counted at once before any match is written."""
+GROUP = 32
+"""The most run tuples of one side and one ts compared with a block while it is in L1."""
 
 
 @njit(inline="always")
-def _scalejoin_match(left: Columns, l: int, right: Columns, r: int) -> bool:
-    """``catalog._scalejoin_match`` on L (x, y) and R (a, b): both within 10."""
-    return bool(abs(left[0][l] - right[0][r]) <= 10 and abs(left[1][l] - right[1][r]) <= 10)
+def _scalejoin_match(left: Columns, l: Index, right: Columns, r: Index) -> bool:
+    """``catalog._scalejoin_match`` on L (x, y) and R (a, b): both within 10, branch-free."""
+    return bool((abs(left[0][l] - right[0][r]) <= 10) & (abs(left[1][l] - right[1][r]) <= 10))
 
 
 @njit(inline="always")
-def _hedge_match(left: Columns, l: int, right: Columns, r: int) -> bool:
+def _hedge_candidate(left: Columns, l: Index, right: Columns, r: Index) -> bool:
+    """Branch-free and division-free: true for every pair ``_hedge_match`` accepts.
+
+    And for every pair on which it raises (a zero ``avg_price``), so the exact predicate
+    sees it in the scan. The ratio ``nd_right / nd_left`` is ``cross / scale`` below, so
+    within [-1.05, -0.95] it gives ``|cross + scale| <= 0.05 |scale|`` (0.06 leaves room
+    for rounding); overflow and underflow make a candidate too, for the scan to decide.
+    """
+    d_left = left[1][l] - left[2][l]
+    d_right = right[1][r] - right[2][r]
+    cross = d_right * left[2][l]
+    scale = right[2][r] * d_left
+    near = abs(cross + scale) <= 0.06 * abs(scale)
+    odd = (abs(cross) >= np.inf) | (abs(scale) >= np.inf) | (abs(scale) < 1e-300)
+    return bool((left[0][l] != right[0][r]) & (near | odd | (left[2][l] == 0)))
+
+
+@njit(inline="always")
+def _hedge_match(left: Columns, l: Index, right: Columns, r: Index) -> bool:
     """``catalog._hedge_match`` on (symbol code, price, avg_price), float for float.
 
     The same operations in the same order as the Python predicate, so every ratio and
@@ -96,7 +136,94 @@ def _emit(out: NDArray[np.int64], n_out: int, i: int, key: int, partner: int, j:
 
 
 @njit(inline="always")
+def _probe_left(
+    candidate: Match,
+    match: Match,
+    left: Columns,
+    rows: NDArray[np.int64],
+    first: int,
+    stop: int,
+    stored_right: Columns,
+    at: int,
+    head: int,
+    tail: int,
+    other_seq: NDArray[np.int64],
+    hits: NDArray[np.int64],
+    out: NDArray[np.int64],
+    n_out: int,
+    key: int,
+) -> int:
+    """Run tuples ``[first, stop)`` of L, one ts, against R's stored ``[head, tail)``.
+
+    Block by block, each probe counts the block's candidates while the block is in L1, a
+    loop without a branch that Numba vectorizes (the index is unsigned, so no wraparound
+    select turns the contiguous loads into gathers); then each probe scans again, in
+    stored order and with the exact predicate, only its blocks holding a candidate,
+    writing each match. ``rows`` holds the probes' rows in ``left`` (by ``q - first``).
+    Returns the next ``n_out``.
+    """
+    for block in range(head, tail, BLOCK):
+        last = np.uint64(at + min(block + BLOCK, tail))
+        for q in range(first, stop):
+            row = rows[q - first]
+            count = 0
+            for p in range(np.uint64(at + block), last):
+                count += candidate(left, row, stored_right, p)
+            hits[q - first, (block - head) // BLOCK] = count
+    for q in range(first, stop):
+        row = rows[q - first]
+        j = 0
+        for block in range(head, tail, BLOCK):
+            if hits[q - first, (block - head) // BLOCK]:
+                for p in range(np.uint64(at + block), np.uint64(at + min(block + BLOCK, tail))):
+                    if match(left, row, stored_right, p):
+                        n_out = _emit(out, n_out, q, key, other_seq[p - at], j)
+                        j += 1
+    return n_out
+
+
+@njit(inline="always")
+def _probe_right(
+    candidate: Match,
+    match: Match,
+    right: Columns,
+    rows: NDArray[np.int64],
+    first: int,
+    stop: int,
+    stored_left: Columns,
+    at: int,
+    head: int,
+    tail: int,
+    other_seq: NDArray[np.int64],
+    hits: NDArray[np.int64],
+    out: NDArray[np.int64],
+    n_out: int,
+    key: int,
+) -> int:
+    """``_probe_left`` for run tuples of R against L's stored tuples."""
+    for block in range(head, tail, BLOCK):
+        last = np.uint64(at + min(block + BLOCK, tail))
+        for q in range(first, stop):
+            row = rows[q - first]
+            count = 0
+            for p in range(np.uint64(at + block), last):
+                count += candidate(stored_left, p, right, row)
+            hits[q - first, (block - head) // BLOCK] = count
+    for q in range(first, stop):
+        row = rows[q - first]
+        j = 0
+        for block in range(head, tail, BLOCK):
+            if hits[q - first, (block - head) // BLOCK]:
+                for p in range(np.uint64(at + block), np.uint64(at + min(block + BLOCK, tail))):
+                    if match(stored_left, p, right, row):
+                        n_out = _emit(out, n_out, q, key, other_seq[p - at], j)
+                        j += 1
+    return n_out
+
+
+@njit(inline="always")
 def _band_join(
+    candidate: Match,
     match: Match,
     slot_keys: NDArray[np.int64],
     keys: int,
@@ -141,20 +268,36 @@ def _band_join(
     n_out = stats[0]
     cap_out = out.shape[1]
     capacity = store_ts.shape[2]
+    n = run_ts.shape[0]
+    hits = np.empty((GROUP, capacity // BLOCK + 1), np.int64)
+    rows = np.empty(GROUP, np.int64)
     for s in range(slot_keys.shape[0]):
         key = slot_keys[s]
         at = s * capacity
-        for i in range(progress[s], run_ts.shape[0]):
+        i = progress[s]
+        while i < n:
             this = 0 if run_source[i] == 0 else 1
             other = 1 - this
+            ts = run_ts[i]
+            earliest = ((ts - ws - 1) // wa + 1) * wa  # of the join's window: WS + 1
+            # A group: the next tuples of this side with this ts, which share a window
+            # (unless the window set could restart between them: WA > WS + 1).
+            stop = i + 1
+            if earliest <= ts:
+                while (
+                    stop < n
+                    and stop - i < GROUP
+                    and run_ts[stop] == ts
+                    and (run_source[stop] == 0) == (this == 0)
+                ):
+                    stop += 1
             head, tail = bounds[s, 2 * other], bounds[s, 2 * other + 1]
-            if n_out + (tail - head) > cap_out or bounds[s, 2 * this + 1] == capacity:
+            room = capacity - bounds[s, 2 * this + 1]
+            if n_out + (stop - i) * (tail - head) > cap_out or room < stop - i:
                 progress[s] = i
                 stats[0] = n_out
-                return OUT_FULL if bounds[s, 2 * this + 1] < capacity else STORE_FULL
-            ts = run_ts[i]
-            row = run_seq[i] - bases[this]
-            if ((ts - ws - 1) // wa + 1) * wa > bounds[s, LAST]:  # window: WS + 1
+                return OUT_FULL if room >= stop - i else STORE_FULL
+            if earliest > bounds[s, LAST]:
                 bounds[s, 0], bounds[s, 2] = bounds[s, 1], bounds[s, 3]
                 head = tail
             bounds[s, LAST] = ts
@@ -162,28 +305,32 @@ def _band_join(
             while head < tail and other_ts[head] + ws < ts:
                 head += 1
             bounds[s, 2 * other] = head
-            j = 0
+            base = bases[this]
+            for q in range(np.uint64(i), np.uint64(stop)):
+                rows[q - i] = run_seq[q] - base
             if this == 0:  # one loop per side, each streaming through the other's store
-                for p in range(head, tail):
-                    if match(left, row, stored_right, at + p):
-                        n_out = _emit(out, n_out, i, key, other_seq[p], j)
-                        j += 1
+                n_out = _probe_left(
+                    candidate, match, left, rows, i, stop, stored_right, at, head, tail,
+                    other_seq, hits, out, n_out, key,
+                )  # fmt: skip
             else:
-                for p in range(head, tail):
-                    if match(stored_left, at + p, right, row):
-                        n_out = _emit(out, n_out, i, key, other_seq[p], j)
-                        j += 1
-            stats[1] += tail - head
-            if run_seq[i] % keys == key:
-                t = bounds[s, 2 * this + 1]
-                store_ts[s, this, t] = ts
-                store_seq[s, this, t] = run_seq[i]
-                if this == 0:
-                    _store_row(fill_left, at + t, row)
-                else:
-                    _store_row(fill_right, at + t, row)
-                bounds[s, 2 * this + 1] = t + 1
-        progress[s] = run_ts.shape[0]
+                n_out = _probe_right(
+                    candidate, match, right, rows, i, stop, stored_left, at, head, tail,
+                    other_seq, hits, out, n_out, key,
+                )  # fmt: skip
+            stats[1] += (stop - i) * (tail - head)
+            for q in range(i, stop):  # the group's own stores: not compared with it
+                if run_seq[q] % keys == key:
+                    t = bounds[s, 2 * this + 1]
+                    store_ts[s, this, t] = ts
+                    store_seq[s, this, t] = run_seq[q]
+                    if this == 0:
+                        _store_row(fill_left, at + t, rows[q - i])
+                    else:
+                        _store_row(fill_right, at + t, rows[q - i])
+                    bounds[s, 2 * this + 1] = t + 1
+            i = stop
+        progress[s] = n
     stats[0] = n_out
     return DONE
 
@@ -213,6 +360,7 @@ def scalejoin_run(
 ) -> int:
     """``_band_join`` with ScaleJoin's predicate; L reads (x, y), R reads (a, b)."""
     return _band_join(
+        _scalejoin_match,
         _scalejoin_match,
         slot_keys,
         keys,
@@ -262,6 +410,7 @@ def hedge_run(
 ) -> int:
     """``_band_join`` with hedge's predicate; each side reads (symbol, price, avg_price)."""
     return _band_join(
+        _hedge_candidate,
         _hedge_match,
         slot_keys,
         keys,

@@ -9,6 +9,24 @@ inlined into the loop as the catalog's are. Numba's disk cache cannot key a func
 that closes over another jitted function, so the entry points are kept in memory, one per
 (predicate, columns read): built once per process, compiled on the first run that uses
 them, and reused by every operator and pipeline after that.
+
+The predicate is both the block's candidate test and the exact test of ``_band_join``:
+its comparison loop vectorizes when the predicate is branch-free once compiled, that is
+
+* comparisons combined with ``&`` and ``|``: ``and``/``or``/``if`` branch, which LLVM
+  turns back into selects only when both sides are cheap and cannot raise (write a
+  negation as the opposite comparison);
+* arithmetic (``+ - *``, ``abs``, ``min``/``max``) on the numeric columns; no ``/``,
+  ``//`` or ``%`` by a value of the side being scanned (Numba checks it for zero and
+  raises: a branch; by the probe's own value the check leaves the loop);
+* no call that may raise, no allocation, strings only compared for (in)equality
+  (they arrive as dictionary codes).
+
+For example ``(abs(x - a) <= 3) & (abs(y - b) <= 4.5)`` vectorizes (so does the same
+with ``and``, if-converted); ``abs(y / b - b / y) <= 0.02`` does not. A predicate that
+does not vectorize is still correct: its count loop runs scalar, and a block holding a
+match is compared twice. ``tests/operators/test_vectorized.py`` shows how to check a
+predicate in the kernel's LLVM IR.
 """
 
 from __future__ import annotations
@@ -66,6 +84,7 @@ def _entry_point(match: Callable[..., bool]) -> Callable[..., int]:
         stats: Any,
     ) -> int:
         return _band_join(
+            match,
             match,
             slot_keys,
             keys,
