@@ -38,7 +38,7 @@ from api.schemas import (
     SourceStatus,
 )
 from controller import Autoscaler, PolicyConfig, autoscale
-from stretch.errors import InputError, LateTupleError, OperatorError, StretchError
+from stretch.errors import LateTupleError, OperatorError, StretchError
 from stretch.vsn import Admission, Pipeline, ReconfigurationStatus
 
 __all__ = ["ManagedOperator", "SourceCounters"]
@@ -266,17 +266,13 @@ class ManagedOperator:
     def commit(self, offset: int) -> None:
         """The reader consumed the output before ``offset``; the log may trim it.
 
-        Raises:
-            InputError: ``offset`` is beyond the output's end.
-
+        An offset beyond the log's end is kept and applied once the output gets there
+        (after a restart the output is produced again, and may be behind what a reader
+        read before the crash).
         """
         with self._change() as log:
-            end = self.pipeline.output_status().end_offset
-            if offset > end:
-                msg = f"commit offset {offset} is outside the log [0, {end}]"
-                raise InputError(msg)
             log({"kind": "commit", "offset": offset}, None)
-            self.pipeline.commit(offset)
+            self.pipeline.commit(offset, when_produced=True)
 
     def reconfigure(self, parallelism: int | None, mapping: list[int] | None) -> int:
         """Queue a reconfiguration (``Pipeline.reconfigure``); return its epoch."""

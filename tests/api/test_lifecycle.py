@@ -159,3 +159,18 @@ def test_without_a_state_dir_checkpoints_are_refused(client: StretchClient) -> N
         client._request("POST", "/v1/operators/m/checkpoint")
     assert refused.value.status == 409 and "--state-dir" in str(refused.value)
     assert "memory only" in client._http.get("/readyz").json()["state"]
+
+
+def test_a_commit_beyond_the_end_is_applied_once_the_output_gets_there(
+    client: StretchClient,
+) -> None:
+    """After a restart the log is produced again and may be behind a reader's offset."""
+    client.create_operator("c", "forward", {"columns": "v:int", "inputs": 1})
+    client.commit("c", 5)
+    assert client.status("c")["output"]["start_offset"] == 0
+    client.add_batch("c", 0, pa.table({"ts": list(range(10)), "v": list(range(10))}))
+    client.close_source("c", 0)
+    client.wait_finished("c", TIMEOUT_S)
+    assert client.status("c")["output"]["start_offset"] == 5
+    table, _ = client.output("c", 5)
+    assert table.column("v").to_pylist() == [5, 6, 7, 8, 9]
