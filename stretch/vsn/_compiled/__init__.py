@@ -3,7 +3,7 @@
 An operator declares its kernel in ``OPlus.kernel`` (a spec of
 ``stretch.operators.kernels``); ``compile_operator`` maps the spec to the class that
 drives that kernel for the instances of a pool. An operator without a spec runs its
-Python functions in each instance (the generic path); ``Pipeline.stats()`` says which.
+Python functions in each instance (the generic path); ``Pipeline.status().path`` says which.
 """
 
 from __future__ import annotations
