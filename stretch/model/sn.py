@@ -20,6 +20,7 @@ from stretch.model.batch import Batch
 from stretch.model.instance import OPlusInstance, OutputRow, TraceEvent
 from stretch.model.mapping import default_mapping, validate_mapping
 from stretch.model.oplus import END_OF_INPUT, OPlus, StreamTuple
+from stretch.model.order import in_stream_order
 from stretch.model.schema import conform
 from stretch.model.windows import WindowStore
 
@@ -111,7 +112,7 @@ def tuples_of(op: OPlus, tables: Sequence[pa.Table]) -> list[list[StreamTuple]]:
         raise ValueError(msg)
     streams = []
     for source, (table, schema) in enumerate(zip(tables, op.inputs, strict=True)):
-        data = conform(table, schema, f"source {source} of {op.name!r}")
+        data = in_stream_order(conform(table, schema, f"source {source} of {op.name!r}"))
         batch = Batch.from_arrow(data, schema)
         streams.append(
             [

@@ -1,9 +1,11 @@
 """Out-of-order input (docs/design.md decision 8): a per-source reorder buffer.
 
 Spark micro-batches are not sorted. A source's rows wait here until its released watermark
-passes them, then leave in ``ts`` order (ties in arrival order), so the stream the ESG sees
-is sorted and its sequence numbers are the same as a stable sort of everything the source
-sent. The released watermark is the largest ``ts`` seen minus the allowed lateness, or an
+passes them, then leave in stream order (``ts``, then equal ``ts`` by content:
+``stretch.model.order``), so the stream the ESG sees is sorted and its sequence numbers
+depend on the rows the source sent, not on how they were split into batches. Every row of
+one ``ts`` leaves in the same release: a later row with that ``ts`` would be late.
+The released watermark is the largest ``ts`` seen minus the allowed lateness, or an
 explicit watermark (a heartbeat), whichever is later.
 
 Late policy: a batch holding a row older than the released watermark is rejected whole
@@ -18,6 +20,7 @@ from numpy.typing import NDArray
 
 from stretch.errors import LateTupleError
 from stretch.model.oplus import END_OF_INPUT
+from stretch.model.order import in_stream_order
 from stretch.model.schema import TS
 
 __all__ = ["ReorderBuffer"]
@@ -101,11 +104,8 @@ class ReorderBuffer:
             self.released = max(self.released, watermark)
             return None
         self.released = watermark
-        held = pa.concat_tables(self._pending)
+        held = in_stream_order(pa.concat_tables(self._pending))
         ts = held.column(TS).to_numpy()
-        if bool(np.any(ts[1:] < ts[:-1])):  # rows arrived out of order
-            order = np.argsort(ts, kind="stable")
-            held, ts = held.take(pa.array(order)), ts[order]
         cut = int(np.searchsorted(ts, watermark, "left"))
         rest = held.slice(cut)
         self._pending = [rest] if rest.num_rows else []

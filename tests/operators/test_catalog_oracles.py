@@ -139,12 +139,11 @@ def test_hedge(table: pa.Table, ws: int) -> None:
 def test_forward(tables: list[pa.Table]) -> None:
     op = build("forward", {"columns": "v:int", "inputs": str(len(tables))})
     out = run_sn(op, tables)
+    # Stream order: ts, then source, then rows of one ts by content (stretch.model.order).
     merged = sorted(
-        (r["ts"], source, seq, r["v"])
-        for source, t in enumerate(tables)
-        for seq, r in enumerate(t.to_pylist())
+        (r["ts"], source, r["v"]) for source, t in enumerate(tables) for r in t.to_pylist()
     )
-    assert rows(out) == [(ts, v) for ts, _, _, v in merged]
+    assert rows(out) == [(ts, v) for ts, _, v in merged]
 
 
 def test_hedge_finds_opposite_deviations() -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import random
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -9,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stretch.errors import LateTupleError
+from stretch.model.order import in_stream_order
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
 from stretch.vsn import setup
@@ -59,6 +63,65 @@ def test_pipeline_of_shuffled_batches_equals_sn_of_sorted_input(
         pipeline.close()
         assert pipeline.join(timeout_s=60)
         out, _ = pipeline.output()
-    # ties leave in arrival order: the output is that of the arrival order, stably sorted
-    in_order = arrival.take(pa.array(np.argsort(arrival["ts"].to_numpy(), kind="stable")))
-    assert out.equals(run_sn(op, [in_order]))
+    assert out.equals(run_sn(op, [stream]))
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3), st.integers(0, 3)), max_size=50),
+    st.randoms(use_true_random=False),
+    st.integers(1, 5),
+    st.integers(1, 3),
+)
+def test_ties_count_in_content_order_whatever_the_split(
+    rows_: list[tuple[int, int, int]], rnd: random.Random, batches: int, parallelism: int
+) -> None:
+    """Heavy ts ties, shuffled and split at random: output equals run_sn row for row."""
+    lateness = 10
+    order = list(range(len(rows_)))
+    rnd.shuffle(order)
+    arrival = [rows_[i] for i in order]
+    left = pa.table(
+        {
+            "ts": pa.array([r[0] for r in arrival], pa.int64()),
+            "x": pa.array([r[1] for r in arrival], pa.int64()),
+            "y": pa.array([float(r[2]) for r in arrival], pa.float64()),
+        }
+    )
+    right = pa.table(  # the same values, sorted by ts: another order of ties
+        {
+            "ts": left["ts"],
+            "a": left["x"],
+            "b": left["y"],
+            "c": left["y"],
+            "d": pa.array([r[1] % 2 == 0 for r in arrival]),
+        }
+    ).sort_by("ts")
+    op = build("scalejoin", {"ws": 3})
+    with setup(op, parallelism, 3, allowed_lateness_ms=lateness) as pipeline:
+        for chunk in np.array_split(np.arange(len(arrival)), batches):
+            if len(chunk):
+                pipeline.add(0, left.take(pa.array(chunk)))
+                pipeline.add(1, right.take(pa.array(chunk)))
+        pipeline.close()
+        assert pipeline.join(timeout_s=60)
+        out, _ = pipeline.output()
+    assert out.equals(run_sn(op, [left, right]))
+
+
+def test_stream_order_sorts_ties_by_content_with_a_total_float_order() -> None:
+    t = pa.table(
+        {
+            "ts": pa.array([2, 1, 1, 1, 1, 1], pa.int64()),
+            "f": pa.array([0.0, float("nan"), 0.0, -0.0, float("inf"), -1.5], pa.float64()),
+            "s": pa.array(["b", "a", "a", "a", "a", "a"]),
+        }
+    )
+    ordered = in_stream_order(t)
+    assert ordered["ts"].to_pylist() == [1, 1, 1, 1, 1, 2]
+    floats = ordered["f"].to_pylist()
+    assert floats[0] == -1.5 and math.copysign(1, floats[1]) == -1 and floats[2] == 0.0
+    assert floats[3] == math.inf and math.isnan(floats[4])
+    strings = pa.table({"ts": pa.array([1, 1, 1], pa.int64()), "s": pa.array(["é", "b", "ab"])})
+    assert in_stream_order(strings)["s"].to_pylist() == ["ab", "b", "é"]
+    again = in_stream_order(ordered.slice(1).take(pa.array([3, 0, 2, 1, 4])))
+    assert str(again.to_pylist()) == str(ordered.slice(1).to_pylist())
