@@ -14,6 +14,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 
+import numpy as np
 import pyarrow as pa
 
 from stretch.errors import InputError
@@ -177,6 +178,20 @@ class OutputLog:
                 position += take
                 index += 1
             return pa.Table.from_batches(pieces, schema=self.schema), position
+
+    def cut(self, ts: int) -> int:
+        """The offset of the first row with ``ts`` or later (the end if none is held).
+
+        Below the oldest row held the answer is the log's start. O(B + log rows) for B
+        batches held.
+        """
+        with self._changed:
+            for batch, end in zip(self._batches, self._ends, strict=True):
+                column = batch.column(0)
+                if column[len(column) - 1].as_py() >= ts:
+                    inside = int(np.searchsorted(column.to_numpy(), ts, side="left"))
+                    return int(end - batch.num_rows + inside)
+            return self._end
 
     def wait_finished(self, timeout_s: float | None) -> bool:
         """Block until the log is finished; return whether it is."""

@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stretch.errors import ReconfigurationError
-from stretch.model.mapping import default_mapping, validate_mapping
+from stretch.model.mapping import Shard, default_mapping, validate_mapping
 
 __all__ = ["EpochBarrier", "EpochPlan", "ReconfigurationRecord", "plan"]
 
@@ -100,6 +100,7 @@ def plan(
     key_groups: int,
     parallelism: int | None,
     mapping: Sequence[int] | None,
+    shard: Shard | None = None,
 ) -> EpochPlan:
     """Validate a reconfiguration request and turn it into the plan of epoch ``epoch``.
 
@@ -110,6 +111,7 @@ def plan(
         key_groups: G.
         parallelism: The requested m*, or None to keep the current count.
         mapping: The requested f_mu*, or None for round robin over m*.
+        shard: The key groups this process owns (None: all).
 
     Raises:
         ReconfigurationError: nothing requested, m* outside ``1..n``, or a mapping that
@@ -131,9 +133,9 @@ def plan(
         )
         raise ReconfigurationError(msg)
     groups = (
-        validate_mapping(list(mapping), key_groups, target)
+        validate_mapping(list(mapping), key_groups, target, shard)
         if mapping is not None
-        else default_mapping(key_groups, target)
+        else default_mapping(key_groups, target, shard)
     )
     return EpochPlan(epoch, target, tuple(groups), time.perf_counter_ns())
 

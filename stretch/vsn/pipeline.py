@@ -36,15 +36,15 @@ from stretch.errors import (
     StoppedError,
 )
 from stretch.model.batch import StringDictionary
-from stretch.model.mapping import default_mapping
+from stretch.model.mapping import Shard, default_mapping
 from stretch.model.oplus import END_OF_INPUT, OPlus
 from stretch.model.schema import TS, conform
-from stretch.operators.kernels import BandJoinSpec
+from stretch.operators.kernels import BandJoinSpec, ForwardSpec
 from stretch.vsn._audit import OwnershipAudit
 from stretch.vsn._compiled import compile_operator
 from stretch.vsn._feeding import Feeder
 from stretch.vsn._ingest import SourceStore
-from stretch.vsn._output_block import OutputBlock
+from stretch.vsn._output_block import CAUSE_WIDTH, OutputBlock
 from stretch.vsn._output_log import OutputLog
 from stretch.vsn._pool import InstancePool
 from stretch.vsn._reconfiguration import EpochPlan, ReconfigurationRecord, plan
@@ -61,12 +61,19 @@ from stretch.vsn.status import (
     SourceStatus,
 )
 
-__all__ = ["Pipeline"]
+__all__ = ["CAUSE", "Pipeline"]
 
 logger = logging.getLogger(__name__)
 
 JOIN_TIMEOUT_S = 10.0
 """How long ``shutdown`` waits for each thread."""
+
+CAUSE = "_cause"
+"""The output column of a shard's rows holding each row's cause (``CAUSE_WIDTH`` int64s).
+
+Rows of all shards sorted by ``(ts, cause)`` are the output of one unsharded pipeline, in
+its order (docs/design.md "Sharding"); the merge drops the column.
+"""
 
 
 class Pipeline:
@@ -100,6 +107,7 @@ class Pipeline:
             )
             raise ReconfigurationError(msg)
         settings = settings or RuntimeSettings()
+        _check_shard(op, settings.shard)
         self.op = op
         self.max_parallelism = max_parallelism
         self.settings = settings
@@ -132,7 +140,9 @@ class Pipeline:
             block=True,
         )
         first = (
-            EpochPlan(0, parallelism, tuple(default_mapping(op.key_groups, parallelism)))
+            EpochPlan(
+                0, parallelism, tuple(default_mapping(op.key_groups, parallelism, settings.shard))
+            )
             if resume is None
             else EpochPlan(resume.epoch, resume.parallelism, resume.mapping)
         )
@@ -150,7 +160,10 @@ class Pipeline:
         )
         self._feeder = Feeder(self._esg_in, self._pool, self._sources)
         self._feeder.trim_rows = settings.trim_rows
-        self._log = OutputLog(self._pool.output_schema)
+        schema = self._pool.output_schema
+        if settings.shard is not None:
+            schema = schema.append(pa.field(CAUSE, pa.list_(pa.int64(), CAUSE_WIDTH)))
+        self._log = OutputLog(schema)
         self._resume_ts: int | None = None  # output rows before it are in the log already
         if resume is not None:
             self._log.restore(resume.output)
@@ -372,6 +385,7 @@ class Pipeline:
                 self.op.key_groups,
                 parallelism,
                 mapping,
+                self.settings.shard,
             )
             open_sources = [s for s in self._sources if not s.closed]
             if not open_sources:
@@ -422,6 +436,14 @@ class Pipeline:
         """Output rows from ``offset`` as a table (``ts`` first) and the next offset."""
         self._pool.raise_failure()
         return self._log.read(offset, max_rows, wait_s)
+
+    def output_cut(self, ts: int) -> int:
+        """The offset of the first output row with ``ts`` or later held (the end if none).
+
+        Final once ``ts`` is at most ``output_status().watermark``: the merge of a sharded
+        operator's outputs reads each shard up to the cut at one ``ts``.
+        """
+        return self._log.cut(ts)
 
     def commit(self, offset: int, *, when_produced: bool = False) -> None:
         """Everything before ``offset`` was consumed; the log may trim it.
@@ -486,9 +508,13 @@ class Pipeline:
         """
         sources = np.concatenate([s for _, s in parts])
         if sources.size and bool(np.any(sources != sources[0])):
-            batches = [OutputBlock.concat([rows for rows, _ in parts]).sorted().rows]
+            blocks = [OutputBlock.concat([rows for rows, _ in parts]).sorted()]
         else:
-            batches = [rows.rows for rows, _ in parts]
+            blocks = [rows for rows, _ in parts]
+        if self.settings.shard is None:
+            batches = [block.rows for block in blocks]
+        else:
+            batches = [_with_cause(block) for block in blocks]
         resume = self._resume_ts
         if resume is not None:
             batches = [b.filter(pc.greater_equal(b.column(0), resume)) for b in batches]
@@ -684,7 +710,12 @@ class Pipeline:
     def output_status(self) -> OutputStatus:
         """The output log's offsets, whether it is finished, and its watermark."""
         log = self._log
-        return OutputStatus(log.start_offset, log.end_offset, log.finished, self._drained_ts)
+        return OutputStatus(
+            log.start_offset,
+            log.end_offset,
+            log.finished,
+            END_OF_INPUT if log.finished else self._drained_ts,
+        )
 
     def load(self) -> LoadCounters:
         """Cumulative work counters for a load sample (the controller's view).
@@ -736,3 +767,29 @@ class Pipeline:
         if store.input_closed:
             msg = f"{store.where} is closed; it takes no more input"
             raise ClosedError(msg)
+
+
+def _check_shard(op: OPlus, shard: Shard | None) -> None:
+    """Refuse a shard that would own none of the operator's keys (K < N).
+
+    Raises:
+        OperatorError: the operator spreads its tuples over fewer keys than shards.
+
+    """
+    if shard is None or not isinstance(op.kernel, BandJoinSpec | ForwardSpec):
+        return
+    keys = op.kernel.keys
+    if keys < shard.count:
+        msg = (
+            f"operator {op.name!r} spreads its tuples over {keys} keys, fewer than the "
+            f"{shard.count} shards: a shard would own none; set the parameter 'keys' to at "
+            f"least {shard.count}"
+        )
+        raise OperatorError(msg)
+
+
+def _with_cause(block: OutputBlock) -> pa.RecordBatch:
+    """A block's rows with their cause as the ``CAUSE`` column (a shard's log)."""
+    causes = np.ascontiguousarray(block.key[1:].T).reshape(-1)
+    column = pa.FixedSizeListArray.from_arrays(pa.array(causes, pa.int64()), CAUSE_WIDTH)
+    return block.rows.append_column(CAUSE, column)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stretch.errors import OperatorError
+from stretch.model.mapping import Shard
 
 __all__ = ["DEFAULT_CAPACITY", "MAX_LATENESS_MS", "MAX_PARALLELISM", "RuntimeSettings"]
 
@@ -46,6 +47,9 @@ class RuntimeSettings:
             many at once.
         audit: Check that no key group is touched by two instances in an epoch (tests).
         compiled: Run the operator's declared kernel (``OPlus.kernel``) if it has one.
+        shard: The key groups this pipeline owns when the operator is sharded over
+            several sidecars (docs/design.md "Sharding"); None: every group. Its output
+            log then carries each row's cause (``CAUSE``) for the merge.
 
     """
 
@@ -59,6 +63,7 @@ class RuntimeSettings:
     trim_rows: int = 1 << 16
     audit: bool = False
     compiled: bool = True
+    shard: Shard | None = None
 
     def __post_init__(self) -> None:
         if self.capacity < 2:

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from stretch.model.oplus import OPlus
-from stretch.vsn import setup
+from stretch.vsn import RuntimeSettings, setup
 from stretch.vsn.pipeline import Pipeline
 
 TIMEOUT_S = 60.0
@@ -28,9 +28,10 @@ def run_schedule(
     *,
     compiled: bool = True,
     audit: bool = True,
+    settings: RuntimeSettings | None = None,
 ) -> tuple[pa.Table, Pipeline]:
     """Feed ``tables`` in ts order, reconfiguring per ``schedule``; return output, pipeline."""
-    pipeline = setup(op, m, n, audit=audit, compiled=compiled, capacity=1 << 12)
+    pipeline = setup(op, m, n, settings=settings, audit=audit, compiled=compiled, capacity=1 << 12)
     try:
         done = [0] * len(tables)
         for ts, parallelism, mapping in [*sorted(schedule, key=lambda s: s[0]), (None, None, None)]:
