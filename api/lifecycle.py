@@ -16,6 +16,7 @@ from api.schemas import (
     ReconfigureAccepted,
     ReconfigureRequest,
 )
+from stretch.vsn import Shard
 
 __all__ = ["ERRORS", "NAME", "Registry", "registry", "router"]
 
@@ -63,6 +64,7 @@ async def create_operator(body: CreateOperator, operators: Registry) -> Operator
         body.capacity,
         body.allowed_lateness_ms,
         None if body.autoscale is None else body.autoscale.config(),
+        None if body.shard is None else Shard(body.shard.index, body.shard.count),
     )
     return managed.status()
 

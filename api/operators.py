@@ -35,6 +35,7 @@ from api.schemas import (
     OperatorCounters,
     OperatorStatus,
     OutputStatus,
+    ShardRequest,
     SourceStatus,
 )
 from controller import Autoscaler, PolicyConfig, autoscale
@@ -375,6 +376,7 @@ class ManagedOperator:
         """The body of ``GET /v1/operators/{name}``."""
         status = self.pipeline.status()
         output = status.output
+        shard = self.pipeline.settings.shard
         sources = [
             SourceStatus(
                 index=i,
@@ -403,6 +405,7 @@ class ManagedOperator:
                 start_offset=output.start_offset,
                 end_offset=output.end_offset,
                 finished=output.finished,
+                watermark=output.watermark,
             ),
             counters=OperatorCounters(
                 tuples_in=sum(c.tuples_in for c in self.sources),
@@ -411,6 +414,7 @@ class ManagedOperator:
                 duplicate_batches=sum(c.duplicate_batches for c in self.sources),
                 esg_in_occupancy=status.esg_in.occupancy,
             ),
+            shard=None if shard is None else ShardRequest(index=shard.index, count=shard.count),
         )
 
     # -- durability (api.durability) ---------------------------------------------------

@@ -25,7 +25,7 @@ from api.operators import ManagedOperator
 from controller import PolicyConfig
 from stretch.errors import OperatorError, StretchError
 from stretch.operators.catalog import CATALOG, build
-from stretch.vsn import Pipeline, RuntimeSettings, setup
+from stretch.vsn import Pipeline, RuntimeSettings, Shard, setup
 
 __all__ = ["DEFAULT_MAX_PARALLELISM", "OperatorRegistry"]
 
@@ -131,7 +131,10 @@ class OperatorRegistry:
         stored = self.state.read(name)
         spec = stored.spec
         op = build(spec["operator"], spec["params"])
-        settings = self._settings(spec["capacity"], spec["allowed_lateness_ms"])
+        shard = spec.get("shard")
+        settings = self._settings(
+            spec["capacity"], spec["allowed_lateness_ms"], None if shard is None else Shard(*shard)
+        )
         if stored.checkpoint is not None:
             pipeline = Pipeline.restore(op, snapshot_of(stored.checkpoint), settings)
         else:
@@ -171,10 +174,12 @@ class OperatorRegistry:
         capacity: int,
         allowed_lateness_ms: int = 0,
         policy: PolicyConfig | None = None,
+        shard: Shard | None = None,
     ) -> ManagedOperator:
         """Build catalog operator ``operator`` and start it under ``name``.
 
-        With ``policy`` it starts autoscaled (as ``set_autoscale``). With a state
+        With ``policy`` it starts autoscaled (as ``set_autoscale``); with ``shard`` it
+        owns only that shard's key groups. With a state
         directory its spec is on disk before this returns.
 
         Raises:
@@ -199,7 +204,7 @@ class OperatorRegistry:
             n = max_parallelism or max(parallelism, DEFAULT_MAX_PARALLELISM)
             self._check_limits(name, n)
             pipeline = setup(
-                op, parallelism, n, settings=self._settings(capacity, allowed_lateness_ms)
+                op, parallelism, n, settings=self._settings(capacity, allowed_lateness_ms, shard)
             )
             spec = {
                 "name": name,
@@ -209,6 +214,7 @@ class OperatorRegistry:
                 "max_parallelism": n,
                 "capacity": capacity,
                 "allowed_lateness_ms": allowed_lateness_ms,
+                "shard": None if shard is None else [shard.index, shard.count],
             }
             managed = self._managed(name, spec, pipeline)
             try:
@@ -225,8 +231,11 @@ class OperatorRegistry:
         logger.info("started operator %r (%s, m=%d, n=%d)", name, operator, parallelism, n)
         return managed
 
-    def _settings(self, capacity: int, allowed_lateness_ms: int) -> RuntimeSettings:
+    def _settings(
+        self, capacity: int, allowed_lateness_ms: int, shard: Shard | None
+    ) -> RuntimeSettings:
         return RuntimeSettings(
+            shard=shard,
             capacity=capacity,
             allowed_lateness_ms=allowed_lateness_ms,
             max_held_rows=self.limits.max_held_rows,

@@ -26,11 +26,13 @@ __all__ = [
     "InstanceStatus",
     "OperatorCounters",
     "OperatorStatus",
+    "OutputCut",
     "OutputPage",
     "OutputStatus",
     "ReconfigurationInfo",
     "ReconfigureAccepted",
     "ReconfigureRequest",
+    "ShardRequest",
     "SourceStatus",
     "WatermarkRequest",
 ]
@@ -68,6 +70,23 @@ def _param_value(value: object) -> object:
 
 ParamValue = Annotated[str | int | float, BeforeValidator(_param_value)]
 """A catalog parameter: a string, an integer or a finite number; never a boolean."""
+
+
+MAX_SHARDS = 64
+"""The most sidecars one operator may be sharded over."""
+
+
+class ShardRequest(_Strict):
+    """Which of N sidecars this is for a sharded operator (docs/design.md "Sharding")."""
+
+    index: int = Field(ge=0, lt=MAX_SHARDS, description="this sidecar's shard, 0..count-1")
+    count: int = Field(ge=1, le=MAX_SHARDS, description="N, the sidecars of the operator")
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Refuse an index outside ``0..count-1``."""
+        if self.index >= self.count:
+            msg = f"shard index {self.index} must be below its count {self.count}"
+            raise ValueError(msg)
 
 
 class CreateOperator(_Strict):
@@ -112,6 +131,11 @@ class CreateOperator(_Strict):
     autoscale: AutoscaleRequest | None = Field(
         default=None, description="start under this autoscale policy (as PUT .../autoscale)"
     )
+    shard: ShardRequest | None = Field(
+        default=None,
+        description="own only the key groups g with g % count == index (one of count "
+        "sidecars running this operator); output rows then carry '_cause' for the merge",
+    )
 
 
 class SourceStatus(BaseModel):
@@ -143,6 +167,15 @@ class OutputStatus(BaseModel):
     start_offset: int
     end_offset: int
     finished: bool
+    watermark: int = Field(description="every output row with a smaller ts is in the log")
+
+
+class OutputCut(BaseModel):
+    """``GET .../output/cut?ts=T``: where the rows of ``ts`` T or later start."""
+
+    offset: int = Field(description="the first offset holding a row with ts >= T")
+    watermark: int = Field(description="the cut is final if T is at most this")
+    finished: bool
 
 
 class OperatorCounters(BaseModel):
@@ -171,6 +204,7 @@ class OperatorStatus(BaseModel):
     instances: list[InstanceStatus]
     output: OutputStatus
     counters: OperatorCounters
+    shard: ShardRequest | None = Field(default=None, description="the shard it is, if sharded")
 
 
 class CheckpointInfo(BaseModel):

@@ -15,9 +15,11 @@ from api.long_polls import LongPolls
 from api.operators import ManagedOperator
 from api.schemas import (
     INT64_MAX,
+    INT64_MIN,
     BatchAccepted,
     BatchRows,
     CommitRequest,
+    OutputCut,
     OutputPage,
     WatermarkRequest,
 )
@@ -171,6 +173,22 @@ async def output(
         )
     rows = await run_in_threadpool(json_rows, table)
     return JSONResponse({"rows": rows, "next_offset": next_offset})
+
+
+@router.get("/{name}/output/cut", response_model=OutputCut, responses=ERRORS)
+async def output_cut(
+    name: NAME,
+    operators: Registry,
+    ts: Annotated[int, Query(ge=INT64_MIN, le=INT64_MAX, description="the cut's event time")],
+) -> OutputCut:
+    """The first offset whose row has ``ts`` T or later (the merge of a sharded operator).
+
+    Final once T is at most the answer's ``watermark`` (or the output is finished).
+    """
+    pipeline = operators.get(name).pipeline
+    status = pipeline.output_status()
+    offset = await run_in_threadpool(pipeline.output_cut, ts)
+    return OutputCut(offset=offset, watermark=status.watermark, finished=status.finished)
 
 
 @router.post(

@@ -126,11 +126,13 @@ class StretchClient:
         capacity: int | None = None,
         allowed_lateness_ms: int | None = None,
         autoscale: Mapping[str, Any] | None = None,
+        shard: tuple[int, int] | None = None,
     ) -> dict[str, Any]:
         """Start catalog ``operator`` under ``name``; return its status.
 
         ``autoscale`` (e.g. ``{"policy": "model"}``) starts it under a controller, as
-        ``PUT .../autoscale`` does.
+        ``PUT .../autoscale`` does; ``shard`` ``(index, count)`` makes it one of count
+        shards (``ShardedClient`` creates every shard).
         """
         body: dict[str, Any] = {
             "name": name,
@@ -146,6 +148,8 @@ class StretchClient:
             body["allowed_lateness_ms"] = allowed_lateness_ms
         if autoscale is not None:
             body["autoscale"] = dict(autoscale)
+        if shard is not None:
+            body["shard"] = {"index": shard[0], "count": shard[1]}
         status: dict[str, Any] = self._request("POST", "/v1/operators", json=body).json()
         return status
 
@@ -428,6 +432,13 @@ class StretchClient:
                 raise TimeoutError(msg)
             # A long-poll at the log's end returns as soon as a row arrives or it finishes.
             self.output(name, int(status["output"]["end_offset"]), max_rows=1, wait_ms=200)
+
+    def output_cut(self, name: str, ts: int) -> dict[str, Any]:
+        """Where the output rows of ``ts`` or later start: offset, watermark, finished."""
+        cut: dict[str, Any] = self._request(
+            "GET", f"/v1/operators/{name}/output/cut", params={"ts": ts}
+        ).json()
+        return cut
 
     def commit(self, name: str, offset: int) -> None:
         """Everything before ``offset`` was consumed."""

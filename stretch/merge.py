@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import NDArray
 
 from stretch.model.oplus import END_OF_INPUT
 from stretch.vsn import CAUSE
@@ -52,21 +53,21 @@ def common_watermark(watermarks: Sequence[int], finished: Sequence[bool]) -> int
     return min(open_marks) if open_marks else END_OF_INPUT
 
 
-def merge_outputs(tables: Sequence[pa.Table]) -> pa.Table:
+def merge_outputs(tables: Sequence[pa.Table]) -> tuple[pa.Table, NDArray[np.int64]]:
     """The rows of the shards' tables (each a cut-to-cut range, sorted) in output order.
 
-    Sorts by ``(ts, cause)`` and drops ``CAUSE``. O(n log n) for n rows.
+    Sorts by ``(ts, cause)`` and drops ``CAUSE``. Returns the rows and, for each, its
+    position in the tables concatenated (so which shard it came from). O(n log n).
     """
-    full = [t for t in tables if t.num_rows]
-    if not full:
-        return tables[0].drop_columns([CAUSE])
-    table = pa.concat_tables(full).combine_chunks()
+    if not any(t.num_rows for t in tables):
+        return tables[0].drop_columns([CAUSE]), np.empty(0, dtype=np.int64)
+    table = pa.concat_tables(tables).combine_chunks()
     causes = table.column(CAUSE).combine_chunks()
     width = causes.type.list_size
     key = causes.values.to_numpy().reshape(-1, width)
     ts = table.column(0).to_numpy()
     order = np.lexsort([*(key[:, i] for i in reversed(range(width))), ts])
-    return table.drop_columns([CAUSE]).take(pa.array(order))
+    return table.drop_columns([CAUSE]).take(pa.array(order)), order
 
 
 def split_urls(url: str) -> list[str]:

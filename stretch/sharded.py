@@ -1,0 +1,353 @@
+"""One operator sharded over several sidecars, used as if it ran on one (docs/design.md "Sharding").
+
+``ShardedClient`` has the methods of ``StretchClient`` that a job uses. What changes the
+operator goes to every shard: the creation (shard i of N owns the key groups ``g % N ==
+i``), batches and staged parts, watermarks, closes, reconfigurations, deletion. Every shard
+gets every row: each numbers a source's rows alike (stream order is a function of the rows,
+``stretch.model.order``), keeps only the keys of its own key groups and drops the rest, so
+the shards together store each tuple once and compare each pair once. Reads merge the
+shards' outputs (``stretch.merge``) into the output of one sidecar, offsets included.
+
+A merged offset stands for a ``Cut`` (each shard's offset there). This client remembers the
+cuts of the offsets it returned, so ``output`` and ``commit`` take those (and 0); the Spark
+reader keeps cuts in its own offsets (``read_between``, ``available``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from stretch.client import BatchResult, StretchClient
+from stretch.errors import InputError
+from stretch.merge import Cut, common_watermark, merge_outputs, split_urls
+from stretch.model.oplus import END_OF_INPUT
+
+__all__ = ["ShardedClient", "connect"]
+
+_FETCH_ROWS = 100_000
+_POLL_S = 0.05
+
+
+def connect(
+    url: str, token: str | None = None, timeout_s: float = 30.0
+) -> StretchClient | ShardedClient:
+    """A client of the sidecar at ``url``, or of the shards at ``A,B,...``.
+
+    Raises:
+        ValueError: an empty URL in the list or one named twice.
+
+    """
+    urls = split_urls(url)
+    if len(urls) == 1:
+        return StretchClient(urls[0], token=token, timeout_s=timeout_s)
+    return ShardedClient(urls, token=token, timeout_s=timeout_s)
+
+
+class ShardedClient:
+    """A client of one operator sharded over the sidecars at ``urls`` (shard i at ``urls[i]``).
+
+    Args:
+        urls: The shards' addresses, in shard order (at least one).
+        token: The bearer token, if the sidecars have one.
+        timeout_s: The timeout of each request.
+
+    """
+
+    def __init__(self, urls: Sequence[str], token: str | None = None, timeout_s: float = 30.0):
+        if not urls:
+            msg = "a sharded client needs at least one sidecar URL"
+            raise ValueError(msg)
+        self.shards = [StretchClient(u, token=token, timeout_s=timeout_s) for u in urls]
+        self._cuts: dict[str, dict[int, Cut]] = {}
+
+    def __enter__(self) -> ShardedClient:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every shard's connection pool."""
+        for shard in self.shards:
+            shard.close()
+
+    # -- operators -------------------------------------------------------------------------
+
+    def create_operator(
+        self,
+        name: str,
+        operator: str,
+        params: Mapping[str, str | int | float] | None = None,
+        parallelism: int = 1,
+        max_parallelism: int | None = None,
+        capacity: int | None = None,
+        allowed_lateness_ms: int | None = None,
+        autoscale: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Create ``name`` on every shard (shard i of N); return the merged status.
+
+        ``parallelism``, ``max_parallelism`` and ``autoscale`` apply to each shard.
+        """
+        count = len(self.shards)
+        for index, shard in enumerate(self.shards):
+            shard.create_operator(
+                name,
+                operator,
+                params,
+                parallelism,
+                max_parallelism,
+                capacity,
+                allowed_lateness_ms,
+                autoscale,
+                shard=(index, count),
+            )
+        return self.status(name)
+
+    def status(self, name: str) -> dict[str, Any]:
+        """The merged status: shard 0's sources (every shard gets every row), summed output.
+
+        ``shards`` holds each shard's own status; ``parallelism`` is the threads of all.
+        """
+        each = [shard.status(name) for shard in self.shards]
+        outputs = [s["output"] for s in each]
+        merged = dict(each[0])
+        merged["parallelism"] = sum(int(s["parallelism"]) for s in each)
+        merged["instances"] = [i for s in each for i in s["instances"]]
+        merged["output"] = {
+            "start_offset": sum(int(o["start_offset"]) for o in outputs),
+            "end_offset": sum(int(o["end_offset"]) for o in outputs),
+            "finished": all(bool(o["finished"]) for o in outputs),
+            "watermark": common_watermark(
+                [int(o["watermark"]) for o in outputs], [bool(o["finished"]) for o in outputs]
+            ),
+        }
+        merged["shards"] = each
+        return merged
+
+    def delete_operator(self, name: str) -> None:
+        """Delete ``name`` on every shard."""
+        for shard in self.shards:
+            shard.delete_operator(name)
+        self._cuts.pop(name, None)
+
+    def reconfigure(
+        self, name: str, parallelism: int | None = None, mapping: Sequence[int] | None = None
+    ) -> int:
+        """Reconfigure every shard alike (each to ``parallelism``); return shard 0's epoch."""
+        epochs = [shard.reconfigure(name, parallelism, mapping) for shard in self.shards]
+        return epochs[0]
+
+    def reconfigurations(self, name: str) -> list[dict[str, Any]]:
+        """Every shard's reconfigurations, each with its ``shard`` index."""
+        return [
+            {**record, "shard": index}
+            for index, shard in enumerate(self.shards)
+            for record in shard.reconfigurations(name)
+        ]
+
+    # -- input: the same to every shard ------------------------------------------------------
+
+    def add_batch(
+        self,
+        name: str,
+        source: int,
+        batch: pa.Table | Sequence[Mapping[str, Any]],
+        batch_id: int | None = None,
+        retry_s: float = 30.0,
+    ) -> BatchResult:
+        """Send the batch to every shard; the rows and duplicate flag of shard 0."""
+        results = [s.add_batch(name, source, batch, batch_id, retry_s) for s in self.shards]
+        return results[0]
+
+    def stage_part(
+        self,
+        name: str,
+        source: int,
+        writer: str,
+        batch_id: int,
+        part: int,
+        table: pa.Table,
+        retry_s: float = 120.0,
+    ) -> int:
+        """Stage the part on every shard; the rows shard 0 staged."""
+        staged = [
+            s.stage_part(name, source, writer, batch_id, part, table, retry_s) for s in self.shards
+        ]
+        return staged[0]
+
+    def commit_staged(
+        self,
+        name: str,
+        source: int,
+        writer: str,
+        batch_id: int,
+        parts: Sequence[int],
+        late_rows: str = "fail",
+        allowed_lateness_ms: int | None = None,
+        retry_s: float = 120.0,
+    ) -> dict[str, Any]:
+        """Commit the batch on every shard, in shard order; shard 0's answer.
+
+        A shard that fails stops the commit; Spark retries the batch, and the shards that
+        had committed it answer it as a duplicate.
+        """
+        answers = [
+            s.commit_staged(
+                name, source, writer, batch_id, parts, late_rows, allowed_lateness_ms, retry_s
+            )
+            for s in self.shards
+        ]
+        return {**answers[0], "duplicate": all(a["duplicate"] for a in answers)}
+
+    def abort_staged(self, name: str, source: int, writer: str, batch_id: int) -> None:
+        """Discard the batch's staged parts on every shard."""
+        for shard in self.shards:
+            shard.abort_staged(name, source, writer, batch_id)
+
+    def watermark(self, name: str, source: int, ts_ms: int) -> None:
+        """The watermark to every shard."""
+        for shard in self.shards:
+            shard.watermark(name, source, ts_ms)
+
+    def close_source(self, name: str, source: int) -> None:
+        """End of input for ``source`` on every shard."""
+        for shard in self.shards:
+            shard.close_source(name, source)
+
+    # -- output: merged ----------------------------------------------------------------------
+
+    def available(self, name: str) -> Cut:
+        """The cut at the shards' common output watermark: every row before it is final."""
+        outputs = [shard.status(name)["output"] for shard in self.shards]
+        finished = [bool(o["finished"]) for o in outputs]
+        ts = common_watermark([int(o["watermark"]) for o in outputs], finished)
+        if ts == END_OF_INPUT:
+            return Cut(tuple(int(o["end_offset"]) for o in outputs))
+        return Cut(tuple(int(shard.output_cut(name, ts)["offset"]) for shard in self.shards))
+
+    def read_between(self, name: str, start: Cut, end: Cut) -> tuple[pa.Table, list[int]]:
+        """The merged rows from cut ``start`` to cut ``end``, and the shard of each row.
+
+        Raises:
+            InputError: a shard's log did not hold the rows of its range.
+
+        """
+        tables = []
+        for index, shard in enumerate(self.shards):
+            offset, stop, pieces = start.shards[index], end.shards[index], []
+            while True:
+                table, next_offset = shard.output(
+                    name, offset, max_rows=max(min(stop - offset, _FETCH_ROWS), 1)
+                )
+                if table.num_rows:
+                    pieces.append(table)
+                if next_offset >= stop:
+                    break
+                if next_offset <= offset:
+                    msg = (
+                        f"output of {name!r} on shard {index}: offsets {offset}..{stop} were "
+                        "promised but the log returned none"
+                    )
+                    raise InputError(msg)
+                offset = next_offset
+            tables.append(pa.concat_tables(pieces) if pieces else table)
+        merged, order = merge_outputs(tables)
+        bounds = np.cumsum([t.num_rows for t in tables])
+        return merged, np.searchsorted(bounds, order, side="right").tolist()
+
+    def output(
+        self, name: str, offset: int = 0, max_rows: int = 10_000, wait_ms: int = 0
+    ) -> tuple[pa.Table, int]:
+        """Merged output rows from ``offset`` (0 or one this client returned), and the next.
+
+        Raises:
+            InputError: an offset this client did not return.
+
+        """
+        start = self._cut(name, offset)
+        deadline = time.monotonic() + wait_ms / 1000
+        end = self.available(name)
+        while end.offset <= start.offset and time.monotonic() < deadline:
+            time.sleep(_POLL_S)
+            end = self.available(name)
+        end = Cut(tuple(max(a, b) for a, b in zip(start.shards, end.shards, strict=True)))
+        table, shard_of_row = self.read_between(name, start, end)
+        if table.num_rows > max_rows:
+            table, counts = (
+                table.slice(0, max_rows),
+                np.bincount(
+                    np.asarray(shard_of_row[:max_rows], dtype=np.int64), minlength=len(self.shards)
+                ),
+            )
+            end = Cut(tuple(a + int(c) for a, c in zip(start.shards, counts, strict=True)))
+        self._cuts.setdefault(name, {})[end.offset] = end
+        return table, end.offset
+
+    def read_all(
+        self, name: str, timeout_s: float = 60.0, offset: int = 0, commit: bool = True
+    ) -> pa.Table:
+        """Every merged output row from ``offset`` until every shard's output is finished.
+
+        Raises:
+            TimeoutError: the output did not finish within ``timeout_s``.
+
+        """
+        deadline = time.monotonic() + timeout_s
+        tables = []
+        while True:
+            table, offset = self.output(name, offset, max_rows=1_000_000, wait_ms=200)
+            if table.num_rows:
+                tables.append(table)
+                if commit:
+                    self.commit(name, offset)
+                continue
+            out = self.status(name)["output"]
+            if out["finished"] and offset >= out["end_offset"]:
+                return pa.concat_tables(tables) if tables else table
+            if time.monotonic() > deadline:
+                msg = f"the output of {name!r} did not finish in {timeout_s} s"
+                raise TimeoutError(msg)
+
+    def wait_finished(self, name: str, timeout_s: float = 60.0) -> dict[str, Any]:
+        """Wait until every shard's output is finished; the merged status then.
+
+        Raises:
+            TimeoutError: the output did not finish within ``timeout_s``.
+
+        """
+        deadline = time.monotonic() + timeout_s
+        for shard in self.shards:
+            shard.wait_finished(name, max(deadline - time.monotonic(), 0.0))
+        return self.status(name)
+
+    def commit(self, name: str, offset: int) -> None:
+        """Everything before ``offset`` (0 or one this client returned) was consumed."""
+        cut = self._cut(name, offset)
+        for shard, shard_offset in zip(self.shards, cut.shards, strict=True):
+            shard.commit(name, shard_offset)
+        cuts = self._cuts.get(name, {})
+        for known in [k for k in cuts if k < offset]:
+            del cuts[known]
+
+    def _cut(self, name: str, offset: int) -> Cut:
+        if offset == 0:
+            return Cut.start(len(self.shards))
+        cut = self._cuts.get(name, {}).get(offset)
+        if cut is None:
+            msg = (
+                f"output offset {offset} of {name!r} is not a position this client read to; "
+                "a sharded read starts at 0 or at an offset its last read returned"
+            )
+            raise InputError(msg)
+        return cut

@@ -1,0 +1,135 @@
+"""Sharding over real sidecar processes: the merged output of N shards is one sidecar's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from stretch.client import ServiceError, StretchClient
+from stretch.errors import InputError
+from stretch.model.sn import run_sn
+from stretch.operators.catalog import build
+from stretch.sharded import ShardedClient, connect
+from tests.api.conftest import TOKEN
+from tests.api.sidecar import Sidecar
+
+
+@pytest.fixture(scope="module")
+def sidecars(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Sidecar]]:
+    started = []
+    for k in range(3):
+        root = tmp_path_factory.mktemp(f"shard{k}")
+        sidecar = Sidecar(root / "state", root, checkpoint_interval_s=3600)
+        sidecar.start()
+        started.append(sidecar)
+    yield started
+    for sidecar in started:
+        sidecar.stop()
+
+
+def join_inputs(rows: int, seed: int) -> list[pa.Table]:
+    rng = np.random.default_rng(seed)
+    ts = np.sort(rng.integers(0, rows // 4, rows))  # about 4 rows per ms: heavy ties
+    left = pa.table(
+        {"ts": ts, "x": rng.integers(0, 40, rows), "y": rng.integers(0, 40, rows).astype(float)}
+    )
+    right = pa.table(
+        {
+            "ts": np.sort(rng.integers(0, rows // 4, rows)),
+            "a": rng.integers(0, 40, rows),
+            "b": rng.integers(0, 40, rows).astype(float),
+            "c": rng.random(rows),
+            "d": rng.integers(0, 2, rows).astype(bool),
+        }
+    )
+    return [left, right]
+
+
+def feed(client: StretchClient | ShardedClient, name: str, tables: list[pa.Table]) -> pa.Table:
+    """Unsorted batches into every source, reading and committing as rows come."""
+    rng = np.random.default_rng(7)
+    parts: list[pa.Table] = []
+    offset = 0
+    for chunk in np.array_split(np.arange(tables[0].num_rows), 5):
+        for source, table in enumerate(tables):
+            batch = table.take(pa.array(chunk))
+            client.add_batch(name, source, batch.take(pa.array(rng.permutation(len(chunk)))))
+        table, offset = client.output(name, offset, max_rows=500, wait_ms=100)
+        parts.append(table)
+        client.commit(name, offset)
+    for source in range(len(tables)):
+        client.close_source(name, source)
+    parts.append(client.read_all(name, timeout_s=60, offset=offset))
+    return pa.concat_tables(parts)
+
+
+def test_two_shards_give_one_sidecars_output_with_half_the_comparisons(
+    sidecars: list[Sidecar],
+) -> None:
+    tables = join_inputs(2000, 1)
+    params = {"ws": 20, "keys": 16}
+    with ShardedClient([s.url for s in sidecars[:2]], token=TOKEN) as sharded:
+        sharded.create_operator("sj", "scalejoin", params, parallelism=2)
+        merged = feed(sharded, "sj", tables)
+        shard_comparisons = [
+            sum(i["comparisons"] for i in s["instances"]) for s in sharded.status("sj")["shards"]
+        ]
+        statuses = [s["shard"] for s in sharded.status("sj")["shards"]]
+        sharded.delete_operator("sj")
+    with StretchClient(sidecars[2].url, token=TOKEN) as single:
+        single.create_operator("sj", "scalejoin", params, parallelism=1)
+        alone = feed(single, "sj", tables)
+        comparisons = sum(i["comparisons"] for i in single.status("sj")["instances"])
+        single.delete_operator("sj")
+    reference = run_sn(build("scalejoin", params), tables)
+    assert alone.equals(reference)
+    assert merged.equals(reference)
+    assert sum(shard_comparisons) == comparisons
+    assert max(shard_comparisons) <= 0.65 * comparisons
+    assert statuses == [{"index": 0, "count": 2}, {"index": 1, "count": 2}]
+
+
+def test_three_shards_of_wordcount_split_the_output_rows(sidecars: list[Sidecar]) -> None:
+    rng = np.random.default_rng(3)
+    words = ["a", "b", "c", "d", "e", "f", "g", "h"]
+    n = 600
+    tweets = pa.table(
+        {
+            "ts": np.sort(rng.integers(0, 3000, n)),
+            "user": [f"u{i % 5}" for i in range(n)],
+            "tweet": [" ".join(rng.choice(words, 3)) for _ in range(n)],
+        }
+    )
+    params = {"wa": 100, "ws": 300}
+    with connect(",".join(s.url for s in sidecars), token=TOKEN) as sharded:
+        assert isinstance(sharded, ShardedClient)
+        sharded.create_operator("wc", "wordcount", params, parallelism=1)
+        sharded.reconfigure("wc", parallelism=2)
+        merged = feed(sharded, "wc", [tweets])
+        rows = [int(s["output"]["end_offset"]) for s in sharded.status("wc")["shards"]]
+        sharded.delete_operator("wc")
+    assert merged.equals(run_sn(build("wordcount", params), [tweets]))
+    assert sum(rows) == merged.num_rows
+    assert max(rows) <= 0.65 * merged.num_rows
+
+
+def test_bad_shards_are_refused_naming_why(sidecars: list[Sidecar], tmp_path: Path) -> None:
+    with StretchClient(sidecars[0].url, token=TOKEN) as client:
+        with pytest.raises(ServiceError, match="shard index 2 must be below its count 2") as bad:
+            client.create_operator("x", "wordcount", shard=(2, 2))
+        assert bad.value.status == 422
+        with pytest.raises(ServiceError, match="over 2 keys, fewer than the 3 shards") as few:
+            client.create_operator("x", "scalejoin", {"keys": 2}, shard=(0, 3))
+        assert few.value.status == 422
+        assert all(o["name"] != "x" for o in client.operators())
+    with ShardedClient([sidecars[0].url, sidecars[1].url], token=TOKEN) as sharded:
+        sharded.create_operator("f", "forward", {"columns": "v:int", "inputs": "1"})
+        with pytest.raises(InputError, match="not a position this client read to"):
+            sharded.output("f", 5)
+        sharded.delete_operator("f")
+    with pytest.raises(ValueError, match="named twice"):
+        connect(f"{sidecars[0].url},{sidecars[0].url}")
