@@ -301,7 +301,17 @@ def _parser() -> argparse.ArgumentParser:
     pipeline.add_argument("--parallelism", type=int, default=1, metavar="M")
     pipeline.add_argument("--max-parallelism", type=int, default=None, metavar="N")
     pipeline.add_argument(
-        "--url", help="a running sidecar (default: start one on loopback for this job)"
+        "--url",
+        help="a running sidecar, or several separated by commas: the shards of the operator "
+        "(default: start one on loopback for this job)",
+    )
+    pipeline.add_argument(
+        "--sidecars",
+        type=int,
+        default=None,
+        metavar="N",
+        help="start N local sidecar processes (each its own port and state) and shard the "
+        "operator over them; not with --url",
     )
     pipeline.add_argument("--token-file", metavar="PATH", help="the sidecar's bearer token")
     pipeline.add_argument(
@@ -565,8 +575,12 @@ def _pipeline(args: argparse.Namespace) -> int:
             ("--parallelism", args.parallelism),
             ("--files-per-trigger", args.files_per_trigger),
             ("--trigger-rows", args.trigger_rows or 1),
+            ("--sidecars", args.sidecars or 1),
         ]
     )
+    if args.sidecars is not None and args.url is not None:
+        msg = "give --url (running sidecars) or --sidecars N (start them), not both"
+        raise InputError(msg)
     try:
         from stretch.spark.cli import run_pipeline_command  # noqa: PLC0415 - needs pyspark
     except ImportError as exc:
@@ -580,6 +594,7 @@ def _pipeline(args: argparse.Namespace) -> int:
         parallelism=args.parallelism,
         max_parallelism=args.max_parallelism,
         url=args.url,
+        sidecars=args.sidecars,
         token_file=args.token_file,
         name=args.name,
         checkpoint=Path(args.checkpoint) if args.checkpoint else None,

@@ -17,7 +17,7 @@ from api.serve import read_token
 from stretch.errors import InputError
 from stretch.spark.pipeline import PipelineConfig, run_pipeline
 from stretch.spark.session import local_session
-from stretch.spark.sidecar import EmbeddedSidecar
+from stretch.spark.sidecar import EmbeddedSidecar, LocalSidecars
 
 __all__ = ["describe_reconfigurations", "run_pipeline_command"]
 
@@ -38,6 +38,7 @@ def run_pipeline_command(
     files_per_trigger: int,
     out: TextIO,
     autoscale: str | None = None,
+    sidecars: int | None = None,
 ) -> int:
     """Run ``stretch pipeline``; print progress and a summary to ``out``; return 0.
 
@@ -53,7 +54,13 @@ def run_pipeline_command(
         raise InputError(msg) from exc
     checkpoint = checkpoint or output / "_checkpoint"
     with ExitStack() as stack:
-        if url is None:
+        if sidecars is not None:
+            processes = LocalSidecars(sidecars, checkpoint / "sidecars", token_file)
+            url = stack.enter_context(processes).url
+            out.write(
+                f"started {sidecars} sidecar processes on {url} (state in {processes.root})\n"
+            )
+        elif url is None:
             state = checkpoint / "sidecar"
             url = stack.enter_context(EmbeddedSidecar(token, state_dir=state)).url
             out.write(f"started a sidecar on {url} (state in {state})\n")

@@ -15,6 +15,8 @@ from typing import Any
 
 from stretch.client import StretchClient
 from stretch.errors import InputError
+from stretch.merge import split_urls
+from stretch.sharded import ShardedClient, connect
 
 __all__ = ["LATE_ROWS", "ReaderOptions", "WriterOptions"]
 
@@ -58,6 +60,17 @@ def _int(options: Mapping[str, str], key: str, default: int | None, low: int) ->
     return value
 
 
+def _url(options: Mapping[str, str]) -> str:
+    """The option ``url``: one sidecar, or the shards' sidecars separated by commas."""
+    url = _required(options, "url")
+    try:
+        split_urls(url)
+    except ValueError as exc:
+        msg = f"option 'url': {exc}"
+        raise InputError(msg) from None
+    return url
+
+
 def _token(options: Mapping[str, str]) -> str | None:
     token = _get(options, "token")
     path = _get(options, "tokenFile")
@@ -85,9 +98,18 @@ class _Service:
     operator: str
     token: str | None = field(repr=False)
 
-    def client(self, timeout_s: float = 60.0) -> StretchClient:
-        """A new client of the sidecar (close it after use)."""
-        return StretchClient(self.url, token=self.token, timeout_s=timeout_s)
+    @property
+    def sharded(self) -> bool:
+        """Whether ``url`` names several sidecars (the shards of one operator)."""
+        return len(split_urls(self.url)) > 1
+
+    def client(self, timeout_s: float = 60.0) -> StretchClient | ShardedClient:
+        """A new client of the sidecar, or of the shards (close it after use)."""
+        return connect(self.url, token=self.token, timeout_s=timeout_s)
+
+    def shards(self, timeout_s: float = 60.0) -> ShardedClient:
+        """A client of the shards, also of a single sidecar (close it after use)."""
+        return ShardedClient(split_urls(self.url), token=self.token, timeout_s=timeout_s)
 
 
 @dataclass(frozen=True)
@@ -129,7 +151,7 @@ class WriterOptions(_Service):
             msg = f"option 'lateRows' must be one of {', '.join(LATE_ROWS)}, got {late_rows!r}"
             raise InputError(msg)
         return cls(
-            url=_required(options, "url"),
+            url=_url(options),
             operator=_required(options, "operator"),
             token=_token(options),
             source=_int(options, "source", 0, 0) or 0,
@@ -193,7 +215,7 @@ class ReaderOptions(_Service):
             msg = f"option 'commit' must be true or false, got {commit!r}"
             raise InputError(msg)
         return cls(
-            url=_required(options, "url"),
+            url=_url(options),
             operator=_required(options, "operator"),
             token=_token(options),
             max_rows_per_trigger=_int(options, "maxRowsPerTrigger", None, 1),

@@ -39,6 +39,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from stretch.client import ServiceError, StretchClient
 from stretch.errors import InputError, StretchError
+from stretch.sharded import ShardedClient, connect
 from stretch.spark.reader import OFFSET
 from stretch.spark.source import NAME
 
@@ -64,7 +65,7 @@ class PipelineConfig:
         inputs: One directory of Parquet files per source (one for ``hedge``).
         output: The Parquet directory the output goes to.
         checkpoint: The job's checkpoint directory (one subdirectory per query).
-        url: The sidecar's URL.
+        url: The sidecar's URL, or the shards' URLs separated by commas.
         token: The sidecar's bearer token, if any.
         name: The operator instance's name on the sidecar.
         params: The operator's catalog parameters.
@@ -109,8 +110,8 @@ class PipelineResult:
     reconfigurations: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _client(config: PipelineConfig) -> StretchClient:
-    return StretchClient(config.url, token=config.token)
+def _client(config: PipelineConfig) -> StretchClient | ShardedClient:
+    return connect(config.url, token=config.token)
 
 
 def _ensure_operator(config: PipelineConfig) -> tuple[int, bool]:
@@ -349,7 +350,7 @@ def _caught_up(query: StreamingQuery, end_offset: int, progress: _Progress) -> N
     query.stop()
 
 
-def _wait_finished(client: StretchClient, name: str) -> dict[str, Any]:
+def _wait_finished(client: StretchClient | ShardedClient, name: str) -> dict[str, Any]:
     try:
         return client.wait_finished(name, DRAIN_TIMEOUT_S)
     except TimeoutError as exc:

@@ -6,12 +6,19 @@ A micro-batch reads the offset range ``[start, end)``, split into read tasks of 
 with the operator's output columns (``ts`` first, long ms) and ``offset``. The log is
 committed (trimmed) only when Spark commits the batch, so a query restarted from its
 checkpoint re-reads what it had not committed.
+
+With several sidecars in ``url`` (the shards of one operator) an offset is
+``{"offset": n, "shards": [...]}``: the merged offset and each shard's offset at a cut
+(``stretch.merge``). A micro-batch reads up to the shards' common output watermark, in one
+read task that merges the shards' rows; ``maxRowsPerTrigger`` and ``rowsPerPartition``
+apply to one sidecar only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +41,9 @@ from pyspark.sql.types import (
 )
 
 from stretch.errors import InputError
+from stretch.merge import Cut
 from stretch.spark.options import ReaderOptions
+from stretch.vsn import CAUSE
 
 __all__ = [
     "OFFSET",
@@ -46,6 +55,8 @@ __all__ = [
 
 OFFSET = "offset"
 """The column holding each row's offset in the output log."""
+SHARDS = "shards"
+"""The key of a sharded reader's offset holding each shard's offset at the cut."""
 
 _SPARK_TYPES: dict[pa.DataType, DataType] = {
     pa.int64(): LongType(),
@@ -64,6 +75,14 @@ class OffsetRange(InputPartition):
     end: int
 
 
+@dataclass
+class CutRange(InputPartition):
+    """One read task of a sharded operator: the merged rows between two cuts."""
+
+    start: tuple[int, ...]
+    end: tuple[int, ...]
+
+
 def output_schema(options: ReaderOptions) -> StructType:
     """The reader's Spark schema: the operator's output columns, then ``offset``.
 
@@ -72,11 +91,14 @@ def output_schema(options: ReaderOptions) -> StructType:
         StretchError: the sidecar refused the request (e.g. no such operator).
 
     """
-    with options.client() as client:
-        start = int(client.status(options.operator)["output"]["start_offset"])
-        table, _ = client.output(options.operator, start, max_rows=1)
+    with options.shards() as client:
+        shard = client.shards[0]
+        start = int(shard.status(options.operator)["output"]["start_offset"])
+        table, _ = shard.output(options.operator, start, max_rows=1)
     fields = []
     for field in table.schema:
+        if field.name == CAUSE:
+            continue
         kind = _SPARK_TYPES.get(field.type)
         if kind is None:
             msg = f"output column {field.name!r} of {options.operator!r} has type {field.type}"
@@ -118,6 +140,40 @@ def _read(
             offset = next_offset
 
 
+def _read_cuts(
+    options: ReaderOptions, schema: StructType, part: CutRange
+) -> Iterator[pa.RecordBatch]:
+    """The merged rows of the shards between two cuts, as record batches of the schema."""
+    target = to_arrow_schema(schema)
+    start, end = Cut(part.start), Cut(part.end)
+    with options.shards() as client:
+        table, _ = client.read_between(options.operator, start, end)
+    offsets = pa.array(np.arange(start.offset, start.offset + table.num_rows, dtype=np.int64))
+    columns = [
+        table.column(f.name).combine_chunks().cast(f.type) if f.name != OFFSET else offsets
+        for f in target
+    ]
+    yield pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def _offset(cut: Cut) -> dict[str, Any]:
+    return {OFFSET: cut.offset, SHARDS: list(cut.shards)}
+
+
+def _cut(offset: Mapping[str, Any]) -> Cut:
+    return Cut(tuple(int(o) for o in offset[SHARDS]))
+
+
+def _shard_starts(options: ReaderOptions) -> Cut:
+    with options.shards() as client:
+        return Cut(
+            tuple(
+                int(shard.status(options.operator)["output"]["start_offset"])
+                for shard in client.shards
+            )
+        )
+
+
 class StretchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The output log of an operator as a stream; offsets are ``{"offset": n}``.
 
@@ -131,14 +187,21 @@ class StretchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self.schema = schema
         self._target: int | None = None
+        self._target_cut: Cut | None = None
+
+    def _available(self) -> Cut:
+        with self.options.shards() as client:
+            return client.available(self.options.operator)
 
     def _offsets(self) -> tuple[int, int]:
         with self.options.client() as client:
             output = client.status(self.options.operator)["output"]
         return int(output["start_offset"]), int(output["end_offset"])
 
-    def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
-        """The first row the log still holds."""
+    def initialOffset(self) -> dict[str, Any]:  # noqa: N802 - Spark's name
+        """The first row the log still holds (on each shard, when sharded)."""
+        if self.options.sharded:
+            return _offset(_shard_starts(self.options))
         return {OFFSET: self._offsets()[0]}
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
@@ -147,8 +210,16 @@ class StretchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadMaxRows(self.options.max_rows_per_trigger)
         return ReadAllAvailable()
 
-    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:  # noqa: N802
-        """The log's end, within the read limit and the ``availableNow`` target."""
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:  # noqa: N802
+        """The log's end, within the read limit and the ``availableNow`` target.
+
+        Sharded: the cut at the shards' common output watermark (or the target's).
+        """
+        if self.options.sharded:
+            cut = self._available()
+            if self._target_cut is not None:
+                cut = Cut(tuple(map(min, cut.shards, self._target_cut.shards)))
+            return _offset(Cut(tuple(map(max, cut.shards, _cut(start).shards))))
         end = self._offsets()[1]
         if self._target is not None:
             end = min(end, self._target)
@@ -158,22 +229,35 @@ class StretchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
         """Read up to the log's end as of now, and no further."""
-        self._target = self._offsets()[1]
+        if self.options.sharded:
+            self._target_cut = self._available()
+        else:
+            self._target = self._offsets()[1]
 
-    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        """Read tasks of at most ``rowsPerPartition`` rows each."""
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        """Read tasks of at most ``rowsPerPartition`` rows each (sharded: one task)."""
+        if self.options.sharded:
+            return [CutRange(_cut(start).shards, _cut(end).shards)]
         return _ranges(start[OFFSET], end[OFFSET], self.options.rows_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The rows of one read task (runs on an executor)."""
+        if isinstance(partition, CutRange):
+            return _read_cuts(self.options, self.schema, partition)
         assert isinstance(partition, OffsetRange)
         return _read(self.options, self.schema, partition)
 
-    def commit(self, end: dict[str, int]) -> None:
-        """Spark committed everything before ``end``: the log may trim it."""
-        if self.options.commit:
-            with self.options.client() as client:
-                client.commit(self.options.operator, end[OFFSET])
+    def commit(self, end: dict[str, Any]) -> None:
+        """Spark committed everything before ``end``: the log (each shard's) may trim it."""
+        if not self.options.commit:
+            return
+        if self.options.sharded:
+            with self.options.shards() as client:
+                for shard, offset in zip(client.shards, _cut(end).shards, strict=True):
+                    shard.commit(self.options.operator, offset)
+            return
+        with self.options.client() as client:
+            client.commit(self.options.operator, end[OFFSET])
 
 
 class StretchBatchReader(DataSourceReader):
@@ -190,7 +274,11 @@ class StretchBatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
-        """Read tasks over the rows the log holds now."""
+        """Read tasks over the rows the log holds now (sharded: final merged rows, one task)."""
+        if self.options.sharded:
+            with self.options.shards() as sharded:
+                available = sharded.available(self.options.operator)
+            return [CutRange(_shard_starts(self.options).shards, available.shards)]
         with self.options.client() as client:
             output = client.status(self.options.operator)["output"]
         start, end = int(output["start_offset"]), int(output["end_offset"])
@@ -199,5 +287,7 @@ class StretchBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The rows of one read task (runs on an executor)."""
+        if isinstance(partition, CutRange):
+            return _read_cuts(self.options, self.schema, partition)
         assert isinstance(partition, OffsetRange)
         return _read(self.options, self.schema, partition)

@@ -1,23 +1,30 @@
-"""A sidecar in this process: the REST service on loopback, in a thread (for local jobs).
+"""Sidecars for local jobs: one in this process, or several as processes of their own.
 
 ``stretch pipeline`` without ``--url``, the demo, the tests and the benchmark run the
 service beside their Spark session with ``EmbeddedSidecar``: uvicorn serving
-``api.create_app`` on ``127.0.0.1`` at a free port, stopped on exit.
+``api.create_app`` on ``127.0.0.1`` at a free port, stopped on exit. ``stretch pipeline
+--sidecars N`` starts ``LocalSidecars``: N ``stretch serve`` processes on loopback, each
+with its own port and state directory, the shards of the job's operator.
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from types import TracebackType
 
+import httpx
 import uvicorn
 
 from api.main import create_app
 from stretch.errors import StretchError
 
-__all__ = ["EmbeddedSidecar"]
+__all__ = ["EmbeddedSidecar", "LocalSidecars"]
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
@@ -100,3 +107,98 @@ class EmbeddedSidecar:
         trace: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class LocalSidecars:
+    """``count`` ``stretch serve`` processes on loopback, each its own port and state.
+
+    Args:
+        count: How many.
+        root: Their state directories are ``root/0``, ``root/1``, ... (kept across runs:
+            a rerun restores each shard's operators).
+        token_file: The bearer token file each serves with, if any.
+
+    Attributes:
+        url: Their URLs separated by commas, in shard order, once started.
+
+    """
+
+    def __init__(self, count: int, root: Path, token_file: str | None = None) -> None:
+        self.count = count
+        self.root = root
+        self.token_file = token_file
+        self.url = ""
+        self._processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> str:
+        """Start the processes and wait until each is ready (restored); return the URLs.
+
+        Raises:
+            StretchError: one exited or was not ready within ``RESTORE_TIMEOUT_S``; its
+                log file is named.
+
+        """
+        urls = []
+        for index in range(self.count):
+            state = self.root / str(index)
+            state.mkdir(parents=True, exist_ok=True)
+            port = _free_port()
+            command = [sys.executable, "-m", "stretch.cli", "serve", "--host", "127.0.0.1"]
+            command += ["--port", str(port), "--state-dir", str(state)]
+            if self.token_file:
+                command += ["--token-file", self.token_file]
+            with (self.root / f"{index}.log").open("ab") as log:
+                self._processes.append(
+                    subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+                )
+            urls.append(f"http://127.0.0.1:{port}")
+        deadline = time.monotonic() + RESTORE_TIMEOUT_S
+        for index, (url, process) in enumerate(zip(urls, self._processes, strict=True)):
+            while not _ready(url):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    msg = f"sidecar {index} did not start; see {self.root / f'{index}.log'}"
+                    raise StretchError(msg)
+                time.sleep(0.05)
+        self.url = ",".join(urls)
+        return self.url
+
+    def stop(self) -> None:
+        """SIGTERM every process and wait for it (SIGKILL after ``STOP_TIMEOUT_S``)."""
+        for process in self._processes:
+            process.terminate()
+        for process in self._processes:
+            try:
+                process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(STOP_TIMEOUT_S)
+        self._processes.clear()
+
+    def __enter__(self) -> LocalSidecars:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _ready(url: str) -> bool:
+    with contextlib.suppress(httpx.TransportError):
+        return httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200
+    return False

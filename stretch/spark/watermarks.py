@@ -26,8 +26,8 @@ from pyspark.sql.streaming.listener import (
 )
 from pyspark.sql.streaming.query import StreamingQuery
 
-from stretch.client import StretchClient
 from stretch.errors import StretchError
+from stretch.sharded import connect
 
 __all__ = ["WatermarkForwarder", "forward_watermarks", "watermark_ms"]
 
@@ -76,7 +76,7 @@ class WatermarkForwarder(StreamingQueryListener):
         if target.forwarded_ms is not None and ts_ms <= target.forwarded_ms:
             return
         try:
-            with StretchClient(target.url, token=target.token) as client:
+            with connect(target.url, token=target.token) as client:
                 client.watermark(target.operator, target.source, ts_ms)
         except StretchError as exc:  # e.g. the source was closed meanwhile
             logger.warning(
