@@ -16,9 +16,10 @@ reader keeps cuts in its own offsets (``read_between``, ``available``).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +33,7 @@ __all__ = ["ShardedClient", "connect"]
 
 _FETCH_ROWS = 100_000
 _POLL_S = 0.05
+T = TypeVar("T")
 
 
 def connect(
@@ -65,6 +67,18 @@ class ShardedClient:
             raise ValueError(msg)
         self.shards = [StretchClient(u, token=token, timeout_s=timeout_s) for u in urls]
         self._cuts: dict[str, dict[int, Cut]] = {}
+        self._pool = ThreadPoolExecutor(len(urls), thread_name_prefix="stretch-shard")
+
+    def _each(self, call: Callable[[StretchClient], T]) -> list[T]:
+        """``call`` on every shard at once (one thread each); the answers in shard order.
+
+        Raises:
+            StretchError: the first shard's failure, after every call ended.
+
+        """
+        futures = [self._pool.submit(call, shard) for shard in self.shards]
+        wait(futures)
+        return [future.result() for future in futures]
 
     def __enter__(self) -> ShardedClient:
         return self
@@ -78,7 +92,8 @@ class ShardedClient:
         self.close()
 
     def close(self) -> None:
-        """Close every shard's connection pool."""
+        """Close every shard's connection pool and the fan-out threads."""
+        self._pool.shutdown()
         for shard in self.shards:
             shard.close()
 
@@ -119,7 +134,7 @@ class ShardedClient:
 
         ``shards`` holds each shard's own status; ``parallelism`` is the threads of all.
         """
-        each = [shard.status(name) for shard in self.shards]
+        each = self._each(lambda shard: shard.status(name))
         outputs = [s["output"] for s in each]
         merged = dict(each[0])
         merged["parallelism"] = sum(int(s["parallelism"]) for s in each)
@@ -137,16 +152,14 @@ class ShardedClient:
 
     def delete_operator(self, name: str) -> None:
         """Delete ``name`` on every shard."""
-        for shard in self.shards:
-            shard.delete_operator(name)
+        self._each(lambda shard: shard.delete_operator(name))
         self._cuts.pop(name, None)
 
     def reconfigure(
         self, name: str, parallelism: int | None = None, mapping: Sequence[int] | None = None
     ) -> int:
         """Reconfigure every shard alike (each to ``parallelism``); return shard 0's epoch."""
-        epochs = [shard.reconfigure(name, parallelism, mapping) for shard in self.shards]
-        return epochs[0]
+        return self._each(lambda shard: shard.reconfigure(name, parallelism, mapping))[0]
 
     def reconfigurations(self, name: str) -> list[dict[str, Any]]:
         """Every shard's reconfigurations, each with its ``shard`` index."""
@@ -167,8 +180,7 @@ class ShardedClient:
         retry_s: float = 30.0,
     ) -> BatchResult:
         """Send the batch to every shard; the rows and duplicate flag of shard 0."""
-        results = [s.add_batch(name, source, batch, batch_id, retry_s) for s in self.shards]
-        return results[0]
+        return self._each(lambda s: s.add_batch(name, source, batch, batch_id, retry_s))[0]
 
     def stage_part(
         self,
@@ -197,44 +209,40 @@ class ShardedClient:
         allowed_lateness_ms: int | None = None,
         retry_s: float = 120.0,
     ) -> dict[str, Any]:
-        """Commit the batch on every shard, in shard order; shard 0's answer.
+        """Commit the batch on every shard; shard 0's answer.
 
-        A shard that fails stops the commit; Spark retries the batch, and the shards that
+        A shard that fails fails the commit; Spark retries the batch, and the shards that
         had committed it answer it as a duplicate.
         """
-        answers = [
-            s.commit_staged(
+        answers = self._each(
+            lambda s: s.commit_staged(
                 name, source, writer, batch_id, parts, late_rows, allowed_lateness_ms, retry_s
             )
-            for s in self.shards
-        ]
+        )
         return {**answers[0], "duplicate": all(a["duplicate"] for a in answers)}
 
     def abort_staged(self, name: str, source: int, writer: str, batch_id: int) -> None:
         """Discard the batch's staged parts on every shard."""
-        for shard in self.shards:
-            shard.abort_staged(name, source, writer, batch_id)
+        self._each(lambda shard: shard.abort_staged(name, source, writer, batch_id))
 
     def watermark(self, name: str, source: int, ts_ms: int) -> None:
         """The watermark to every shard."""
-        for shard in self.shards:
-            shard.watermark(name, source, ts_ms)
+        self._each(lambda shard: shard.watermark(name, source, ts_ms))
 
     def close_source(self, name: str, source: int) -> None:
         """End of input for ``source`` on every shard."""
-        for shard in self.shards:
-            shard.close_source(name, source)
+        self._each(lambda shard: shard.close_source(name, source))
 
     # -- output: merged ----------------------------------------------------------------------
 
     def available(self, name: str) -> Cut:
         """The cut at the shards' common output watermark: every row before it is final."""
-        outputs = [shard.status(name)["output"] for shard in self.shards]
+        outputs = [status["output"] for status in self._each(lambda shard: shard.status(name))]
         finished = [bool(o["finished"]) for o in outputs]
         ts = common_watermark([int(o["watermark"]) for o in outputs], finished)
         if ts == END_OF_INPUT:
             return Cut(tuple(int(o["end_offset"]) for o in outputs))
-        return Cut(tuple(int(shard.output_cut(name, ts)["offset"]) for shard in self.shards))
+        return Cut(tuple(self._each(lambda shard: int(shard.output_cut(name, ts)["offset"]))))
 
     def read_between(self, name: str, start: Cut, end: Cut) -> tuple[pa.Table, list[int]]:
         """The merged rows from cut ``start`` to cut ``end``, and the shard of each row.
@@ -243,25 +251,8 @@ class ShardedClient:
             InputError: a shard's log did not hold the rows of its range.
 
         """
-        tables = []
-        for index, shard in enumerate(self.shards):
-            offset, stop, pieces = start.shards[index], end.shards[index], []
-            while True:
-                table, next_offset = shard.output(
-                    name, offset, max_rows=max(min(stop - offset, _FETCH_ROWS), 1)
-                )
-                if table.num_rows:
-                    pieces.append(table)
-                if next_offset >= stop:
-                    break
-                if next_offset <= offset:
-                    msg = (
-                        f"output of {name!r} on shard {index}: offsets {offset}..{stop} were "
-                        "promised but the log returned none"
-                    )
-                    raise InputError(msg)
-                offset = next_offset
-            tables.append(pa.concat_tables(pieces) if pieces else table)
+        ranges = dict(zip(self.shards, zip(start.shards, end.shards, strict=True), strict=True))
+        tables = self._each(lambda shard: _read_range(shard, name, *ranges[shard]))
         merged, order = merge_outputs(tables)
         bounds = np.cumsum([t.num_rows for t in tables])
         return merged, np.searchsorted(bounds, order, side="right").tolist()
@@ -326,16 +317,13 @@ class ShardedClient:
             TimeoutError: the output did not finish within ``timeout_s``.
 
         """
-        deadline = time.monotonic() + timeout_s
-        for shard in self.shards:
-            shard.wait_finished(name, max(deadline - time.monotonic(), 0.0))
+        self._each(lambda shard: shard.wait_finished(name, timeout_s))
         return self.status(name)
 
     def commit(self, name: str, offset: int) -> None:
         """Everything before ``offset`` (0 or one this client returned) was consumed."""
-        cut = self._cut(name, offset)
-        for shard, shard_offset in zip(self.shards, cut.shards, strict=True):
-            shard.commit(name, shard_offset)
+        at = dict(zip(self.shards, self._cut(name, offset).shards, strict=True))
+        self._each(lambda shard: shard.commit(name, at[shard]))
         cuts = self._cuts.get(name, {})
         for known in [k for k in cuts if k < offset]:
             del cuts[known]
@@ -351,3 +339,25 @@ class ShardedClient:
             )
             raise InputError(msg)
         return cut
+
+
+def _read_range(shard: StretchClient, name: str, offset: int, stop: int) -> pa.Table:
+    """A shard's output rows ``[offset, stop)``, fetched in pages.
+
+    Raises:
+        InputError: the log did not hold the rows of the range.
+
+    """
+    pieces = []
+    while True:
+        table, next_offset = shard.output(
+            name, offset, max_rows=max(min(stop - offset, _FETCH_ROWS), 1)
+        )
+        if table.num_rows:
+            pieces.append(table)
+        if next_offset >= stop:
+            return pa.concat_tables(pieces) if pieces else table
+        if next_offset <= offset:
+            msg = f"output of {name!r}: offsets {offset}..{stop} were promised but none came"
+            raise InputError(msg)
+        offset = next_offset
