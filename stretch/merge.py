@@ -20,7 +20,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from stretch.model.oplus import END_OF_INPUT
-from stretch.vsn import CAUSE
+from stretch.model.schema import CAUSE
 
 __all__ = ["Cut", "common_watermark", "merge_outputs", "split_urls"]
 

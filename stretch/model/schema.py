@@ -18,9 +18,15 @@ import pyarrow.compute as pc
 
 from stretch.errors import SchemaError
 
-__all__ = ["TS", "TS_MAX_MS", "TS_MIN_MS", "ColumnType", "Schema", "conform"]
+__all__ = ["CAUSE", "TS", "TS_MAX_MS", "TS_MIN_MS", "ColumnType", "Schema", "conform"]
 
 TS = "ts"
+CAUSE = "_cause"
+"""The output column of a shard's rows holding each row's cause (``CAUSE_WIDTH`` int64s).
+
+Rows of all shards sorted by ``(ts, cause)`` are the output of one unsharded pipeline, in
+its order (docs/design.md "Sharding"); the merge drops the column.
+"""
 
 TS_MIN_MS = -(2**62)
 TS_MAX_MS = 2**62

@@ -42,8 +42,8 @@ from pyspark.sql.types import (
 
 from stretch.errors import InputError
 from stretch.merge import Cut
+from stretch.model.schema import CAUSE
 from stretch.spark.options import ReaderOptions
-from stretch.vsn import CAUSE
 
 __all__ = [
     "OFFSET",

@@ -38,7 +38,7 @@ from stretch.errors import (
 from stretch.model.batch import StringDictionary
 from stretch.model.mapping import Shard, default_mapping
 from stretch.model.oplus import END_OF_INPUT, OPlus
-from stretch.model.schema import TS, conform
+from stretch.model.schema import CAUSE, TS, conform
 from stretch.operators.kernels import BandJoinSpec, ForwardSpec
 from stretch.vsn._audit import OwnershipAudit
 from stretch.vsn._compiled import compile_operator
@@ -67,13 +67,6 @@ logger = logging.getLogger(__name__)
 
 JOIN_TIMEOUT_S = 10.0
 """How long ``shutdown`` waits for each thread."""
-
-CAUSE = "_cause"
-"""The output column of a shard's rows holding each row's cause (``CAUSE_WIDTH`` int64s).
-
-Rows of all shards sorted by ``(ts, cause)`` are the output of one unsharded pipeline, in
-its order (docs/design.md "Sharding"); the merge drops the column.
-"""
 
 
 class Pipeline:
