@@ -9,8 +9,9 @@ the shards together store each tuple once and compare each pair once. Reads merg
 shards' outputs (``stretch.merge``) into the output of one sidecar, offsets included.
 
 A merged offset stands for a ``Cut`` (each shard's offset there). This client remembers the
-cuts of the offsets it returned, so ``output`` and ``commit`` take those (and 0); the Spark
-reader keeps cuts in its own offsets (``read_between``, ``available``).
+cuts of the offsets it returned, so ``output`` and ``commit`` take those, 0, and the offset
+last committed (the sum of the shards' committed offsets, which a new client finds); the
+Spark reader keeps cuts in its own offsets (``read_between``, ``available``).
 """
 
 from __future__ import annotations
@@ -329,16 +330,27 @@ class ShardedClient:
             del cuts[known]
 
     def _cut(self, name: str, offset: int) -> Cut:
+        """The cut of merged ``offset``: 0, one this client returned, or the committed one.
+
+        A new client (after a restart) resumes from the shards' committed offsets: their
+        logs start there, and their sum is the merged offset last committed.
+        """
         if offset == 0:
             return Cut.start(len(self.shards))
         cut = self._cuts.get(name, {}).get(offset)
-        if cut is None:
-            msg = (
-                f"output offset {offset} of {name!r} is not a position this client read to; "
-                "a sharded read starts at 0 or at an offset its last read returned"
-            )
-            raise InputError(msg)
-        return cut
+        if cut is not None:
+            return cut
+        committed = Cut(
+            tuple(self._each(lambda shard: int(shard.status(name)["output"]["start_offset"])))
+        )
+        if committed.offset == offset:
+            return committed
+        msg = (
+            f"output offset {offset} of {name!r} is not a position this client read to; "
+            "a sharded read starts at 0, at an offset its last read returned, or at the "
+            f"offset last committed ({committed.offset})"
+        )
+        raise InputError(msg)
 
 
 def _read_range(shard: StretchClient, name: str, offset: int, stop: int) -> pa.Table:

@@ -133,3 +133,25 @@ def test_bad_shards_are_refused_naming_why(sidecars: list[Sidecar], tmp_path: Pa
         sharded.delete_operator("f")
     with pytest.raises(ValueError, match="named twice"):
         connect(f"{sidecars[0].url},{sidecars[0].url}")
+
+
+def test_a_new_client_resumes_from_the_committed_offset(sidecars: list[Sidecar]) -> None:
+    tables = join_inputs(1200, 5)
+    params = {"ws": 20, "keys": 16}
+    urls = [s.url for s in sidecars[:2]]
+    with ShardedClient(urls, token=TOKEN) as first:
+        first.create_operator("resume", "scalejoin", params)
+        for source, table in enumerate(tables):
+            first.add_batch("resume", source, table)
+            first.close_source("resume", source)
+        first.wait_finished("resume")
+        head, offset = first.output("resume", 0, max_rows=300)
+        first.commit("resume", offset)
+    assert head.num_rows == offset == 300
+    with ShardedClient(urls, token=TOKEN) as second:
+        tail = second.read_all("resume", offset=offset, commit=False)
+        with pytest.raises(InputError, match=r"offset last committed \(300\)"):
+            second.output("resume", 299)
+        second.delete_operator("resume")
+    reference = run_sn(build("scalejoin", params), tables)
+    assert pa.concat_tables([head, tail]).equals(reference)
