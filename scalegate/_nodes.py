@@ -80,7 +80,8 @@ M_READY_N: Final = 21  # nodes held from the head up to M_READY_TAIL
 M_RESERVE: Final = 22  # rows only the bound source may fill (flow control)
 M_SCRATCH: Final = 23  # two cells the lock holder uses as 1-element arrays
 M_UNUSED: Final = 25  # rows never used yet: the last M_UNUSED rows of nodes (untouched pages)
-M_LEN: Final = 26
+M_SINCE: Final = 26  # rows taken since the last reclamation (it runs at most every used / 8)
+M_LEN: Final = 27
 
 # Kernel status codes: >= 0 is success (a count), negative values are failures.
 OK: Final = 0

@@ -119,10 +119,10 @@ class ElasticScaleGate:
     Complexity: C = capacity, L = skip-list levels (log4 C), S = max_sources,
     R = max_readers, d = nodes between a source's previous node and its new one, k =
     nodes a reader passes. Reclamation of the prefix every reader passed costs
-    O(freed + R + S L) per pass and runs only when an add finds fewer reclaimed rows than
-    it needs (rows never used are taken after it, so memory follows the nodes held), so
-    it is O(1) amortised per node, or O(R + S L) per add when readers have passed nothing
-    since the last pass; advancing the ready prefix is O(1) amortised per node.
+    O(freed + R + S L) per pass and runs when an add finds fewer reclaimed rows than it
+    needs and either no unused rows or C_used / 8 rows taken since the last pass (rows
+    never used are taken after it, so memory follows the nodes held), so it is O(1)
+    amortised per node; so is advancing the ready prefix.
 
     """
 
