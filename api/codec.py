@@ -8,7 +8,6 @@ order), since Spark micro-batches arrive unsorted.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -19,6 +18,7 @@ from pydantic import ValidationError
 from api.errors import TooLargeError, UnsupportedMediaError
 from api.guard import ARROW_STREAM, JSON, media_type
 from api.ipc import decoded_size
+from api.json_body import DuplicateKeyError, loads_unique
 from api.schemas import INT64_MAX, INT64_MIN, BatchRows
 from stretch.errors import InputError, SchemaError
 from stretch.model.schema import TS, Schema
@@ -80,8 +80,12 @@ def decode_batch(
         msg = f"{where}: unsupported Content-Type {media!r}; send JSON or {ARROW_STREAM}"
         raise UnsupportedMediaError(msg)
     try:
-        parsed = json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
+        parsed = loads_unique(body, parse_constant=_reject_constant, parse_float=_finite_float)
         rows = BatchRows.model_validate(parsed).rows
+    except DuplicateKeyError as exc:
+        place = "the body" if exc.key == "rows" else f"row {exc.objects}"
+        msg = f"{where}: {place}: {exc}; give each column once"
+        raise SchemaError(msg) from exc
     except RecursionError:
         msg = f"{where}: malformed JSON body: nested too deeply"
         raise InputError(msg) from None

@@ -10,16 +10,22 @@ nothing.
 Bodies are bounded (``BodyLimits``): a declared ``Content-Length`` above the route's limit
 is refused (413) before a byte is read; a body without one (chunked) is read up to the
 limit and refused as soon as it passes it. The decoded size of an Arrow stream has its own
-limit, checked by ``api.codec`` from the stream's metadata before decoding.
+limit, checked by ``api.codec`` from the stream's metadata before decoding. Bodies are
+bounded in time too: one not complete within ``body_timeout_s`` of its headers gets 408
+and its connection is closed (the headers' own deadline is ``api.deadlines``'). A JSON
+body repeating a key in one object gets 422 naming the key (``api.json_body``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import anyio
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.json_body import DuplicateKeyError, loads_unique
 
 __all__ = ["ARROW_STREAM", "JSON", "BodyLimits", "RequestGuard", "media_type"]
 
@@ -33,13 +39,15 @@ _MIB = 1 << 20
 
 @dataclass(frozen=True)
 class BodyLimits:
-    """The largest request bodies the service reads, in bytes.
+    """The largest request bodies the service reads, in bytes, and how long it waits for one.
 
     Attributes:
         arrow_batch_bytes: An Arrow IPC batch body, as sent (64 MiB).
         json_batch_bytes: A JSON batch body (16 MiB: parsed rows take several times more).
         request_bytes: Any other request body (1 MiB).
         decoded_batch_bytes: What an Arrow batch may decode to (256 MiB).
+        body_timeout_s: How long a body may take to arrive, from the end of its
+            request's headers (60 s; ``stretch serve --body-timeout-s``).
 
     """
 
@@ -47,6 +55,7 @@ class BodyLimits:
     json_batch_bytes: int = 16 * _MIB
     request_bytes: int = _MIB
     decoded_batch_bytes: int = 256 * _MIB
+    body_timeout_s: float = 60.0
 
     def body_bytes(self, rows: bool, media: str) -> int:
         """The limit of a body of ``media`` type; ``rows``: a batch or a staged part."""
@@ -64,10 +73,18 @@ class _TooLarge(Exception):
     """The body passed its limit while being read."""
 
 
-class RequestGuard:
-    """ASGI middleware: refuse a mutating ``/v1`` request's type (415) or size (413).
+class _Disconnected(Exception):
+    """The client went away before its body was complete."""
 
-    Refused are an undocumented or missing content type, and a body above its limit.
+
+class RequestGuard:
+    """ASGI middleware: refuse a request's type (415), size (413), pace (408) or keys (422).
+
+    Refused are an undocumented or missing content type on a mutating ``/v1`` route, a
+    body above its limit, a body not complete within ``limits.body_timeout_s`` of the
+    request's headers (a slow client holds no route; the connection is closed), and a
+    JSON body (other than rows, which ``api.codec`` checks) giving a key twice in one
+    object. The body is read here, whole, and replayed to the route.
 
     Args:
         app: The app it guards.
@@ -80,38 +97,53 @@ class RequestGuard:
         self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer 415 or 413 for a refused request, else pass it on."""
-        if (
-            scope["type"] != "http"
-            or scope["method"] not in _MUTATING
-            or not scope["path"].startswith("/v1/")
-        ):
+        """Answer 415, 413, 408 or 422 for a refused request, else pass it on."""
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
         media = media_type(headers.get("content-type", ""))
-        path = scope["path"]
-        rows = path.endswith(_BATCH_SUFFIX) or (scope["method"] == "PUT" and _STAGED in path)
-        allowed = (JSON, ARROW_STREAM) if rows else (JSON,)
+        method, path = scope["method"], scope["path"]
         declared = _declared_length(headers)
         chunked = declared is None and "transfer-encoding" in headers
-        if media not in allowed and (media or declared or chunked):
-            given = f"Content-Type {media!r}" if media else "a body without a Content-Type"
-            detail = f"{scope['method']} {path} takes {' or '.join(allowed)}, not {given}"
-            await _refuse(scope, receive, send, 415, detail)
-            return
+        guarded = method in _MUTATING and path.startswith("/v1/")
+        rows = guarded and (path.endswith(_BATCH_SUFFIX) or (method == "PUT" and _STAGED in path))
+        if guarded:
+            allowed = (JSON, ARROW_STREAM) if rows else (JSON,)
+            if media not in allowed and (media or declared or chunked):
+                given = f"Content-Type {media!r}" if media else "a body without a Content-Type"
+                detail = f"{method} {path} takes {' or '.join(allowed)}, not {given}"
+                await _refuse(scope, receive, send, 415, detail)
+                return
         limit = self.limits.body_bytes(rows, media)
-        too_large = f"{scope['method']} {path}: the body is larger than {limit} bytes"
+        too_large = f"{method} {path}: the body is larger than {limit} bytes"
         if declared is not None and declared > limit:
             await _refuse(scope, receive, send, 413, f"{too_large} ({declared}); split it")
             return
-        if chunked:
-            try:
-                receive = await _buffered(receive, limit)
-            except _TooLarge:
-                await _refuse(scope, receive, send, 413, f"{too_large}; split it")
-                return
-        await self.app(scope, receive, send)
+        if not (declared or chunked):
+            await self.app(scope, receive, send)
+            return
+        deadline_s = self.limits.body_timeout_s
+        try:
+            with anyio.fail_after(deadline_s):
+                body = await _read_body(receive, limit)
+        except _Disconnected:
+            return
+        except _TooLarge:
+            await _refuse(scope, receive, send, 413, f"{too_large}; split it")
+            return
+        except TimeoutError:
+            detail = (
+                f"{method} {path}: the body did not arrive within {deadline_s:g} s "
+                "(--body-timeout-s); the connection is closed"
+            )
+            await _refuse(scope, receive, send, 408, detail, close=True)
+            return
+        if guarded and media == JSON and not rows and (key := _repeated_key(body)):
+            detail = f"{method} {path}: key {key!r} is given twice in one object; give it once"
+            await _refuse(scope, receive, send, 422, detail)
+            return
+        await self.app(scope, _replay(body, receive), send)
 
 
 def _declared_length(headers: Headers) -> int | None:
@@ -121,11 +153,12 @@ def _declared_length(headers: Headers) -> int | None:
     return int(text)
 
 
-async def _buffered(receive: Receive, limit: int) -> Receive:
-    """Read a whole body of at most ``limit`` bytes; a ``receive`` that replays it.
+async def _read_body(receive: Receive, limit: int) -> bytes:
+    """Read a whole body of at most ``limit`` bytes.
 
     Raises:
         _TooLarge: the body passed ``limit`` (reading stopped there).
+        _Disconnected: the client left first.
 
     """
     chunks: list[bytes] = []
@@ -133,15 +166,19 @@ async def _buffered(receive: Receive, limit: int) -> Receive:
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            break
+            raise _Disconnected
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             raise _TooLarge
         chunks.append(chunk)
         if not message.get("more_body", False):
-            break
-    replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives ``body`` first, then what ``receive`` gives (a disconnect)."""
+    replay: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
 
     async def replayed() -> Message:
         return replay.pop() if replay else await receive()
@@ -149,9 +186,25 @@ async def _buffered(receive: Receive, limit: int) -> Receive:
     return replayed
 
 
-async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, detail: str) -> None:
+def _repeated_key(body: bytes) -> str | None:
+    """The key a JSON body repeats within one object, if any (malformed JSON: None)."""
+    try:
+        loads_unique(body)
+    except DuplicateKeyError as exc:
+        return exc.key
+    except (ValueError, RecursionError):
+        return None  # the route reports malformed JSON itself
+    return None
+
+
+async def _refuse(
+    scope: Scope, receive: Receive, send: Send, status: int, detail: str, *, close: bool = False
+) -> None:
     _count_rejected(scope, status)
-    await JSONResponse({"detail": detail}, status_code=status)(scope, receive, send)
+    headers = {"Connection": "close"} if close else None
+    await JSONResponse({"detail": detail}, status_code=status, headers=headers)(
+        scope, receive, send
+    )
 
 
 def _count_rejected(scope: Scope, status: int) -> None:

@@ -4,6 +4,10 @@
 event that the output log sets (through ``call_soon_threadsafe``) when rows are appended
 or the log ends, so a waiting read costs no thread; ``LongPolls`` caps how many wait at
 once (``--max-long-polls``), beyond which a read with a wait gets 429.
+
+A wait ends early, freeing its slot at once, when its client hangs up (the server's
+``http.disconnect``) and when the service shuts down (``stop``: the read answers 503, so
+SIGTERM never has to wait out a long-poll or cancel it).
 """
 
 from __future__ import annotations
@@ -11,6 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from starlette.types import Receive
+
+from api.errors import UnavailableError
 from stretch.errors import CapacityError
 from stretch.vsn import Pipeline
 
@@ -28,17 +35,36 @@ class LongPolls:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.waiting = 0
+        self.stopping = False
+        self._wakers: set[asyncio.Event] = set()
+
+    def stop(self) -> None:
+        """The service is shutting down: end every wait now (503), and later ones at once.
+
+        Call it on the event loop's thread.
+        """
+        self.stopping = True
+        for waker in self._wakers:
+            waker.set()
 
     @property
     def full(self) -> bool:
         """Whether another read with a wait would be refused."""
         return self.waiting >= self.limit
 
-    async def wait(self, pipeline: Pipeline, offset: int, timeout_s: float) -> None:
+    async def wait(
+        self, pipeline: Pipeline, offset: int, timeout_s: float, receive: Receive
+    ) -> bool:
         """Wait until the output has a row at ``offset`` or ends, at most ``timeout_s``.
+
+        ``receive`` is the request's ASGI receive: a disconnect ends the wait.
+
+        Returns:
+            Whether the client is still there (False: it hung up, answer nothing).
 
         Raises:
             CapacityError: ``limit`` reads are waiting already.
+            UnavailableError: the service is shutting down.
 
         """
         if self.full:
@@ -55,17 +81,34 @@ class LongPolls:
                 loop.call_soon_threadsafe(changed.set)
 
         self.waiting += 1
+        self._wakers.add(changed)
         pipeline.subscribe(notify)
+        hung_up = asyncio.ensure_future(_disconnect(receive))
         try:
             deadline = loop.time() + timeout_s
-            while True:
+            while not self.stopping:
                 changed.clear()
                 remaining = deadline - loop.time()
                 output = pipeline.output_status()
                 if output.finished or output.end_offset > offset or remaining <= 0:
-                    return
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), remaining)
+                    return True
+                woken = asyncio.ensure_future(changed.wait())
+                await asyncio.wait(
+                    (woken, hung_up), timeout=remaining, return_when="FIRST_COMPLETED"
+                )
+                woken.cancel()
+                if hung_up.done():
+                    return False
+            msg = "the service is shutting down; read again once it is back"
+            raise UnavailableError(msg)
         finally:
+            hung_up.cancel()
             pipeline.unsubscribe(notify)
+            self._wakers.discard(changed)
             self.waiting -= 1
+
+
+async def _disconnect(receive: Receive) -> None:
+    """Return once the client has hung up (a GET's body, if any, is skipped)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass

@@ -20,6 +20,7 @@ from typing import Any
 from api.durability import StateDirectory, decode_record, snapshot_of
 from api.errors import ConflictError, LimitError, NotFoundError, UnavailableError
 from api.limits import ServiceLimits
+from api.memory import release_memory
 from api.metrics import OperatorSnapshot, ServiceMetrics
 from api.operators import ManagedOperator
 from controller import PolicyConfig
@@ -326,8 +327,10 @@ class OperatorRegistry:
             raise NotFoundError(msg)
         if managed is not None:
             managed.shutdown()
+            del managed
         if self.state is not None:
             self.state.remove(name)
+        release_memory()
         logger.info("deleted operator %r", name)
 
     def describe(self) -> dict[str, Any]:

@@ -44,7 +44,9 @@ MAX_PARALLELISM = 64
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields refused, and no coercion (``true`` or ``"2"`` is not 2)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def _unicode(text: str) -> str:
@@ -282,7 +284,7 @@ class ReconfigurationInfo(BaseModel):
 class AutoscaleRequest(BaseModel):
     """An autoscale policy; every field but ``policy`` defaults to the policy's own."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     policy: Literal["threshold", "model"] = Field(
         description="threshold: the paper's Q4 controller on measured load (90/70/45%); "

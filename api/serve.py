@@ -7,18 +7,25 @@ it warns at start, and refuses a host other than loopback unless told ``insecure
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 
+from api.deadlines import DEFAULT_HEADER_TIMEOUT_S, header_deadline_protocol
+from api.guard import BodyLimits
 from api.limits import ServiceLimits
 from api.main import create_app
 from api.registry import DEFAULT_CHECKPOINT_INTERVAL_S
 
-__all__ = ["TOKEN_ENV", "check_exposure", "is_loopback", "read_token", "serve"]
+__all__ = ["TOKEN_ENV", "StretchServer", "check_exposure", "is_loopback", "read_token", "serve"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +87,52 @@ def check_exposure(host: str, token: str | None, insecure: bool) -> None:
 GRACEFUL_SHUTDOWN_S = 3
 """How long SIGTERM or Ctrl-C waits for requests in flight before cancelling them."""
 
+DEFAULT_BODY_TIMEOUT_S = BodyLimits.body_timeout_s
+"""How long a request body may take to arrive (``--body-timeout-s``)."""
+
+
+class StretchServer(uvicorn.Server):
+    """uvicorn's server that ends long-polls at shutdown and exits normally on a signal.
+
+    uvicorn waits for requests in flight before it stops, and a long-poll may wait a
+    minute: ``on_shutdown`` (the app's ``LongPolls.stop``) answers them 503 at once, so
+    SIGTERM stops the service in well under a second. uvicorn re-raises the signal it
+    caught once it has stopped (the process then dies of it, status 143); a service that
+    shut down cleanly on request returns instead, and ``stretch serve`` exits 0.
+
+    Args:
+        config: uvicorn's configuration.
+        on_shutdown: Called on the event loop when shutdown starts.
+
+    """
+
+    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_shutdown = on_shutdown
+
+    async def shutdown(self, sockets: list[object] | None = None) -> None:  # type: ignore[override]
+        """End the long-polls, then uvicorn's graceful shutdown."""
+        self._on_shutdown()
+        await super().shutdown(sockets)  # type: ignore[arg-type]
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Handle SIGINT and SIGTERM as a request to stop; do not re-raise them after."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        handled = (signal.SIGINT, signal.SIGTERM)
+        before = {signum: signal.signal(signum, self._stop) for signum in handled}
+        try:
+            yield
+        finally:
+            for signum, handler in before.items():
+                signal.signal(signum, handler)
+
+    def _stop(self, signum: int, frame: FrameType | None) -> None:
+        logger.info("%s: shutting down", signal.Signals(signum).name)
+        self.handle_exit(signum, frame)
+
 
 def serve(
     host: str = "127.0.0.1",
@@ -90,12 +143,15 @@ def serve(
     limits: ServiceLimits | None = None,
     state_dir: Path | None = None,
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
 ) -> None:
     """Serve the app on ``host:port`` until interrupted (SIGINT or SIGTERM).
 
     Logs one line with its URL, its authentication mode and where its docs are. On a
-    signal it stops taking connections, gives requests in flight ``GRACEFUL_SHUTDOWN_S``
-    seconds, cancels the rest and stops every operator.
+    signal it stops taking connections, answers waiting long-polls 503, gives requests in
+    flight ``GRACEFUL_SHUTDOWN_S`` seconds, cancels the rest, stops every operator and
+    returns.
 
     Args:
         host: The address to bind (loopback by default).
@@ -106,17 +162,29 @@ def serve(
         limits: What the service holds at most (defaults of ``ServiceLimits``).
         state_dir: Keep operators durably here (None: in memory only).
         checkpoint_interval_s: How often each changed operator is checkpointed.
+        header_timeout_s: How long a connection may take to send a request's headers
+            (else 408 and the connection is closed).
+        body_timeout_s: How long a request body may take to arrive after its headers
+            (else 408 and the connection is closed).
 
     Raises:
-        ValueError: No token on a non-loopback host without ``insecure``, or an empty
-            token file.
+        ValueError: No token on a non-loopback host without ``insecure``, an empty token
+            file, or a timeout that is not positive.
 
     """
+    if not body_timeout_s > 0:
+        msg = f"--body-timeout-s must be > 0, got {body_timeout_s}"
+        raise ValueError(msg)
+    protocol = header_deadline_protocol(header_timeout_s)
     token = read_token(token_file)
     check_exposure(host, token, insecure)
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     app = create_app(
-        token, limits, state_dir=state_dir, checkpoint_interval_s=checkpoint_interval_s
+        token,
+        limits,
+        BodyLimits(body_timeout_s=body_timeout_s),
+        state_dir=state_dir,
+        checkpoint_interval_s=checkpoint_interval_s,
     )
     logger.info(
         "stretch serve on %s (auth: %s; state: %s); docs at %s/docs",
@@ -127,11 +195,13 @@ def serve(
         else "in memory only, lost on restart (--state-dir keeps it)",
         url,
     )
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
+        http=protocol,
         log_level="info",
         access_log=access_log,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+    StretchServer(config, app.state.long_polls.stop).run()

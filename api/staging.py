@@ -72,7 +72,7 @@ PART = Annotated[int, Path(ge=0, le=1 << 20, description="the part (Spark: parti
 class CommitStaged(BaseModel):
     """``POST .../staged/{writer}/{batch}/commit``: add these parts as one batch."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     parts: list[int] = Field(
         max_length=1 << 20, description="the parts, in the order their rows are added"

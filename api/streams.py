@@ -160,11 +160,13 @@ async def output(
 
     The wait holds no worker thread (``api.long_polls``); at most ``--max-long-polls``
     reads wait at once, another gets 429. A read whose operator is deleted while it
-    waits gets 404.
+    waits gets 404; one waiting when the service shuts down gets 503. A client that
+    hangs up frees its place at once.
     """
     pipeline = operators.get(name).pipeline
     if wait_ms > 0:
-        await long_polls(request).wait(pipeline, offset, wait_ms / 1000)
+        if not await long_polls(request).wait(pipeline, offset, wait_ms / 1000, request.receive):
+            return Response(status_code=204)  # the client hung up; nobody reads this
         pipeline = operators.get(name).pipeline
     table, next_offset = pipeline.output(offset, max_rows)
     if ARROW_STREAM in accept:

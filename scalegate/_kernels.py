@@ -53,7 +53,9 @@ from scalegate._nodes import (
     M_RESERVE,
     M_RNG,
     M_SCRATCH,
+    M_SINCE,
     M_SRC_HI,
+    M_UNUSED,
     N_HEIGHT,
     N_KIND,
     N_NEXT,
@@ -181,6 +183,7 @@ def _reclaim(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64) -> No
     The caller advanced the ready prefix. Handles into the freed prefix move to HEAD, so no
     handle ever refers to a free row. O(freed + R + S L).
     """
+    meta[M_SINCE] = 0
     stop = meta[M_READY_TAIL]
     for r in range(meta[M_RDR_HI]):
         if readers[r, R_ACTIVE] == 1 and _node_less(nodes, readers[r, R_POS], stop):
@@ -212,10 +215,31 @@ def _reclaim(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64) -> No
 
 @_jit
 def _make_room(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, need: int) -> int:
-    """Reclaim if fewer than ``need`` rows are free; return the number of free rows."""
-    if meta[M_FREE_TOP] < need:
+    """Return the number of free rows, reclaiming first if fewer than ``need`` are reused.
+
+    Rows never used are taken only after a reclamation, so the rows touched follow the
+    nodes held at once, not the capacity: a reclamation runs when the reclaimed rows fall
+    short and either the unused ones do too or an eighth of the rows in use were taken
+    since the last one (so passes stay O(1) amortised per node, and the rows in use grow
+    at most by an eighth, plus one batch, beyond the most nodes held).
+    """
+    used = free.shape[0] - meta[M_UNUSED]
+    if meta[M_FREE_TOP] < need and (meta[M_UNUSED] < need or 8 * meta[M_SINCE] >= used):
         _reclaim(nodes, sources, readers, free, meta)
-    return int(meta[M_FREE_TOP])
+    return int(meta[M_FREE_TOP] + meta[M_UNUSED])
+
+
+@_jit
+def _take_row(free: I64, meta: I64) -> int:
+    """A free row: the last reclaimed one, else the first never used. The caller has room."""
+    meta[M_SINCE] += 1
+    top = meta[M_FREE_TOP]
+    if top > 0:
+        meta[M_FREE_TOP] = top - 1
+        return int(free[top - 1])
+    unused = meta[M_UNUSED]
+    meta[M_UNUSED] = unused - 1
+    return int(free.shape[0] - unused + 1)
 
 
 @_jit
@@ -228,9 +252,7 @@ def _insert(
     for d nodes between the source's previous node and the new one.
     """
     levels = nodes.shape[1] - N_NEXT
-    top = meta[M_FREE_TOP] - 1
-    meta[M_FREE_TOP] = top
-    new = free[top]
+    new = _take_row(free, meta)
     seq = sources[s, S_SEQ]
     sources[s, S_SEQ] = seq + 1
     height = _random_height(meta, levels)
@@ -536,7 +558,7 @@ def occupancy(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64) -> i
         return BUSY
     _advance_ready(nodes, sources, meta)
     _reclaim(nodes, sources, readers, free, meta)
-    held = free.shape[0] - meta[M_FREE_TOP]
+    held = free.shape[0] - meta[M_FREE_TOP] - meta[M_UNUSED]
     unlock(meta)
     return int(held)
 

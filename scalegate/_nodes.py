@@ -10,7 +10,11 @@ without the GIL (see ``docs/scalegate.md``):
 ``readers[max_readers, 2]``
     One row per reader: its handle, the last node it passed.
 ``free[capacity]``
-    A stack of free node rows; ``meta[M_FREE_TOP]`` rows of it are valid.
+    A stack of the node rows reclaimed and free again; ``meta[M_FREE_TOP]`` rows of it
+    are valid. Rows never used yet are not on it: they are the last ``meta[M_UNUSED]``
+    rows of ``nodes``, taken in order only when the stack is empty after a reclamation,
+    so the rows (and memory pages, ``scalegate._memory``) in use follow the most nodes
+    held at once, not the capacity.
 ``meta[M_LEN]``
     The spinlock cell, the free-stack top, the level generator, the id high-water marks,
     the ready prefix (its last node and length) and the flow-control reserve.
@@ -75,7 +79,9 @@ M_READY_TAIL: Final = 20  # last node of the ready prefix (HEAD when it is empty
 M_READY_N: Final = 21  # nodes held from the head up to M_READY_TAIL
 M_RESERVE: Final = 22  # rows only the bound source may fill (flow control)
 M_SCRATCH: Final = 23  # two cells the lock holder uses as 1-element arrays
-M_LEN: Final = 25
+M_UNUSED: Final = 25  # rows never used yet: the last M_UNUSED rows of nodes (untouched pages)
+M_SINCE: Final = 26  # rows taken since the last reclamation (it runs at most every used / 8)
+M_LEN: Final = 27
 
 # Kernel status codes: >= 0 is success (a count), negative values are failures.
 OK: Final = 0

@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scalegate import _kernels as k
+from scalegate._memory import lazy_zeros
 from scalegate._nodes import (
     BUSY,
     CONTROL,
@@ -42,6 +43,7 @@ from scalegate._nodes import (
     M_RESERVE,
     M_RNG,
     M_SRC_HI,
+    M_UNUSED,
     N_HEIGHT,
     N_KIND,
     N_NEXT,
@@ -117,8 +119,10 @@ class ElasticScaleGate:
     Complexity: C = capacity, L = skip-list levels (log4 C), S = max_sources,
     R = max_readers, d = nodes between a source's previous node and its new one, k =
     nodes a reader passes. Reclamation of the prefix every reader passed costs
-    O(freed + R + S L) per pass and runs only when an add finds the free list short, so it
-    is O(1) amortised per node; so is advancing the ready prefix.
+    O(freed + R + S L) per pass and runs when an add finds fewer reclaimed rows than it
+    needs and either no unused rows or C_used / 8 rows taken since the last pass (rows
+    never used are taken after it, so memory follows the nodes held), so it is O(1)
+    amortised per node; so is advancing the ready prefix.
 
     """
 
@@ -142,15 +146,18 @@ class ElasticScaleGate:
         self.block = block
         self.reserve: int
         levels = max(2, (capacity.bit_length() + 1) // 2 + 1)
-        self._nodes = np.zeros((capacity + 1, N_NEXT + levels), dtype=np.int64)
+        # Memory follows the nodes held, not the capacity (scalegate._memory): a row's
+        # next pointers are written when it is linked, up to its height, the only ones read.
+        self._nodes = lazy_zeros((capacity + 1, N_NEXT + levels))
         self._nodes[HEAD, :N_NEXT] = (TS_MIN, -1, -1, DUMMY, 0, levels)
-        self._nodes[:, N_NEXT:] = NIL
+        self._nodes[HEAD, N_NEXT:] = NIL
         self._sources = np.zeros((max_sources, S_FINGER + levels), dtype=np.int64)
         self._sources[:, S_FRONTIER] = TS_MIN
         self._readers = np.zeros((max_readers, R_COLUMNS), dtype=np.int64)
-        self._free = np.arange(capacity, 0, -1, dtype=np.int64)
+        self._free = lazy_zeros((capacity,))
         self._meta = np.zeros(M_LEN, dtype=np.int64)
-        self._meta[M_FREE_TOP] = capacity
+        self._meta[M_FREE_TOP] = 0
+        self._meta[M_UNUSED] = capacity
         self._meta[M_RNG] = 0x2545F491
         self._meta[M_RESERVE] = self.reserve = max(max_sources, capacity // 2)
         for s in self._ids(sources, max_sources, "source"):
@@ -532,7 +539,8 @@ def _check_state(nodes: Any, sources: Any, readers: Any, free: Any, meta: Any) -
         assert key[listed[-1]] < key[x], f"level 0 out of order at row {x}"
         listed.append(x)
     position = {x: i for i, x in enumerate(listed)}
-    free_rows = free[: meta[M_FREE_TOP]].tolist()
+    unused = int(meta[M_UNUSED])
+    free_rows = free[: meta[M_FREE_TOP]].tolist() + list(range(capacity - unused + 1, capacity + 1))
     assert len(listed) - 1 + len(free_rows) == capacity, "rows leaked or double counted"
     assert not set(free_rows) & set(position), "a free row is still linked"
     for lvl in range(1, levels):

@@ -45,7 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Ctrl-C (or SIGTERM) stops every command but ``serve`` at once, with status 130 (143)
     and one line, since worker threads hold no state worth saving; ``serve`` shuts down
-    through uvicorn. A closed stdout (``stretch replay ... | head``) ends with status 141.
+    gracefully (long-polls answered, operators stopped) and exits 0. A closed stdout
+    (``stretch replay ... | head``) ends with status 141.
     """
     parser = _parser()
     args = parser.parse_args(argv)
@@ -272,6 +273,22 @@ def _parser() -> argparse.ArgumentParser:
         default=10.0,
         metavar="S",
         help="checkpoint each changed operator every S seconds (default 10; with --state-dir)",
+    )
+    serve.add_argument(
+        "--header-timeout-s",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="a connection that has not sent a request's headers within S seconds gets "
+        "408 and is closed (default 10)",
+    )
+    serve.add_argument(
+        "--body-timeout-s",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="a request body not complete S seconds after its headers gets 408 and its "
+        "connection is closed (default 60)",
     )
     serve.set_defaults(run=_serve)
 
@@ -555,6 +572,8 @@ def _serve(args: argparse.Namespace) -> int:
             limits=limits,
             state_dir=Path(args.state_dir) if args.state_dir else None,
             checkpoint_interval_s=args.checkpoint_interval_s,
+            header_timeout_s=args.header_timeout_s,
+            body_timeout_s=args.body_timeout_s,
         )
     except (OSError, ValueError) as exc:
         raise InputError(str(exc)) from exc

@@ -1,4 +1,4 @@
-"""A ``stretch serve --state-dir`` process that tests kill with SIGKILL and start again."""
+"""A ``stretch serve`` process (``--state-dir`` unless None) that tests signal, kill and restart."""
 
 from __future__ import annotations
 
@@ -21,19 +21,21 @@ class Sidecar:
     """One sidecar process at a time on a fixed port, over one state directory.
 
     Args:
-        state_dir: The ``--state-dir``.
+        state_dir: The ``--state-dir`` (None: in memory).
         log_dir: Where each run's output goes (``run-<k>.log``).
         checkpoint_interval_s: ``--checkpoint-interval-s``.
         operators: Modules for ``--operators`` (custom operators).
+        options: More options of ``stretch serve``.
 
     """
 
     def __init__(
         self,
-        state_dir: Path,
+        state_dir: Path | None,
         log_dir: Path,
         checkpoint_interval_s: float = 10.0,
         operators: tuple[str, ...] = (),
+        options: tuple[str, ...] = (),
     ) -> None:
         self.state_dir = state_dir
         self.log_dir = log_dir
@@ -41,6 +43,7 @@ class Sidecar:
         self.url = f"http://127.0.0.1:{self.port}"
         self.checkpoint_interval_s = checkpoint_interval_s
         self.operators = operators
+        self.options = options
         self.process: subprocess.Popen[bytes] | None = None
         self.runs = 0
         self.start_s: list[float] = []  # process start -> /readyz 200, per run
@@ -58,11 +61,12 @@ class Sidecar:
             str(self.port),
             "--token-file",
             str(token_file),
-            "--state-dir",
-            str(self.state_dir),
             "--checkpoint-interval-s",
             str(self.checkpoint_interval_s),
+            *self.options,
         ]
+        if self.state_dir is not None:
+            command += ["--state-dir", str(self.state_dir)]
         for module in self.operators:
             command += ["--operators", module]
         self.runs += 1
@@ -109,4 +113,5 @@ class Sidecar:
 
     def state_bytes(self) -> int:
         """Bytes of every file under the state directory."""
+        assert self.state_dir is not None
         return sum(p.stat().st_size for p in self.state_dir.rglob("*") if p.is_file())
