@@ -20,19 +20,27 @@ A reconfiguration (``switch``) moves each key's entries to the tables of its new
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from stretch.model.instance import EXPIRED
 from stretch.model.oplus import OPlus
-from stretch.operators import catalog
-from stretch.operators.kernels._aggregate import CREATED, lookup_codes, pair_codes, update_window
+from stretch.operators.kernels._aggregate import (
+    CREATED,
+    distinct_in_rows,
+    lookup_codes,
+    pair_codes,
+    update_window,
+)
 from stretch.operators.kernels._hashing import build_index, index_size, insert
 from stretch.vsn._compiled._runs import audit_groups, data_nodes, owned_groups
+from stretch.vsn._compiled._tokens import split_tokens
 from stretch.vsn._ingest import SourceStore
 from stretch.vsn._instance import ReadyNodes, VSNInstance
 from stretch.vsn._output_block import OutputBlock
@@ -86,6 +94,26 @@ class KeyTable:
         self._codes = np.empty(0, dtype=np.int64)  # pairs: the code of each key number
         self._code_slots = build_index(self._codes, 0, index_size(0))
         self._lock = threading.Lock()
+        self._arrow_strings: list[pa.Array] = []  # strings as Arrow chunks, sizes halving
+        self._arrow_lock = threading.Lock()
+
+    def key_strings(self, numbers: NDArray[np.int64]) -> pa.Array:
+        """The strings of key numbers ``numbers``, as an Arrow array.
+
+        The keys' strings are kept as Arrow chunks, each at most half the one before
+        (the newest keys are appended as a chunk, then equal neighbours merge), so a key
+        is copied O(log n) times in all and a lookup is one ``take``.
+        """
+        n = len(self.strings)
+        with self._arrow_lock:
+            chunks = self._arrow_strings
+            held = sum(len(chunk) for chunk in chunks)
+            if held < n:
+                chunks.append(pa.array(self.strings[held:n], pa.string()))
+                while len(chunks) > 1 and len(chunks[-2]) <= 2 * len(chunks[-1]):
+                    chunks[-2:] = [pa.concat_arrays(chunks[-2:])]
+            table = pa.chunked_array(list(chunks), pa.string())
+        return table.take(numbers).combine_chunks()
 
     def read(self, store: SourceStore, upto: int) -> KeyRows:
         """The keys of rows up to ``upto`` of ``store``, computing those not read yet."""
@@ -100,8 +128,9 @@ class KeyTable:
             if rows.end == rows.base < held.base:  # nothing read yet; the source starts later
                 rows = KeyRows(held.base, held.base, np.zeros(1, dtype=np.int64), _NONE, _NONE)
             start = rows.end
-            texts = store.dictionary.decode(
-                held.column("tweet")[start - held.base : upto - held.base]
+            texts = pa.array(
+                store.dictionary.decode(held.column("tweet")[start - held.base : upto - held.base]),
+                pa.string(),
             )
             numbers, counts = self._pairs(texts) if self.kind == "pairs" else self._keys(texts)
             rows = _dropped(rows, min(held.base, start))
@@ -112,42 +141,21 @@ class KeyTable:
                 upto,
                 _put(rows.offsets, at + 1, used + np.cumsum(counts)),
                 _put(rows.numbers, used, numbers),
-                _put(rows.lengths, at, np.fromiter(map(len, texts), np.int64, len(texts))),
+                _put(rows.lengths, at, np.asarray(pc.utf8_length(texts), dtype=np.int64)),
             )
             return self._rows
 
-    def _keys(self, texts: list[str]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Words or hashtags: f_MK in Python (a dict lookup per token)."""
-        keys_of = catalog.word_keys if self.kind == "words" else catalog.hashtag_keys
-        numbers: list[int] = []
-        counts = np.empty(len(texts), dtype=np.int64)
-        known = self._key_numbers
-        for r, text in enumerate(texts):
-            keys = keys_of(text)
-            counts[r] = len(keys)
-            for key in keys:
-                number = known.get(key)
-                if number is None:
-                    number = known[key] = self._add_key(key)
-                numbers.append(number)
-        return np.asarray(numbers, dtype=np.int64), counts
+    def _keys(self, texts: pa.Array) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Words or hashtags: split in Arrow, numbered per distinct token, repeats dropped."""
+        tokens, offsets = split_tokens(texts, hashtags=self.kind == "hashtags")
+        numbers = _numbered(tokens, self._key_numbers, self._add_key)
+        return distinct_in_rows(numbers, offsets)
 
-    def _pairs(self, texts: list[str]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Pairs: tokens numbered in Python, pairs built and numbered by kernels."""
-        tokens: list[int] = []
-        lengths = np.empty(len(texts), dtype=np.int64)
-        known = self._tokens
-        for r, text in enumerate(texts):
-            words = text.split()
-            lengths[r] = len(words)
-            for word in words:
-                number = known.get(word)
-                if number is None:
-                    number = known[word] = len(self._token_strings)
-                    self._token_strings.append(word)
-                tokens.append(number)
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        codes, code_offsets = pair_codes(np.asarray(tokens, dtype=np.int64), offsets, self.b)
+    def _pairs(self, texts: pa.Array) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Pairs: tokens split in Arrow and numbered, pairs built and numbered by kernels."""
+        words, offsets = split_tokens(texts, hashtags=False)
+        tokens = _numbered(words, self._tokens, self._add_token)
+        codes, code_offsets = pair_codes(tokens, offsets, self.b)
         numbers = lookup_codes(codes, self._code_slots, self._codes)
         unknown = numbers < 0
         if unknown.any():
@@ -164,12 +172,32 @@ class KeyTable:
             numbers = lookup_codes(codes, self._code_slots, self._codes)
         return numbers, np.diff(code_offsets)
 
+    def _add_token(self, word: str) -> int:
+        """Number a new word of paircount."""
+        self._token_strings.append(word)
+        return len(self._token_strings) - 1
+
     def _add_key(self, key: str) -> int:
         """Number a new key and compute its key group with the operator's f_mu."""
         number = len(self.strings)
         self.strings.append(key)
         self.groups = _put(self.groups, number, np.array([self.op.group_of(key)]))
         return number
+
+
+def _numbered(
+    tokens: pa.Array, known: dict[str, int], add: Callable[[str], int]
+) -> NDArray[np.int64]:
+    """The number of each token in ``known``, numbering new ones with ``add`` in order."""
+    encoded = pc.dictionary_encode(tokens)
+    distinct = encoded.dictionary.to_pylist()
+    numbers = np.empty(len(distinct), dtype=np.int64)
+    for i, token in enumerate(distinct):
+        number = known.get(token)
+        if number is None:
+            number = known[token] = add(token)
+        numbers[i] = number
+    return numbers[np.asarray(encoded.indices, dtype=np.int64)]
 
 
 def _keys_of(rows: KeyRows, at: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -286,9 +314,8 @@ class AggregateKernel:
             touched = groups[_keys_of(rows, at)]
             audit_groups(instance, touched[owned[touched]])
         mine = self.windows.setdefault(instance.j, {})
-        op = self.op
-        for l in range(op.earliest_win_l(int(ts[0])), op.latest_win_l(int(ts[-1])) + 1, op.wa_ms):
-            lo, hi = np.searchsorted(ts, [l, l + op.ws_ms]).tolist()
+        for l, end in self._spans(int(ts[0]), int(ts[-1])):
+            lo, hi = np.searchsorted(ts, [l, end]).tolist()
             window = mine.get(l) or _Window.of(_NO_ENTRIES)
             while lo < hi:
                 lo = update_window(
@@ -301,6 +328,15 @@ class AggregateKernel:
             if window.size:
                 mine[l] = window
         return int(ts.shape[0])
+
+    def _spans(self, first_ts: int, last_ts: int) -> list[tuple[int, int]]:
+        """The tables ``[l, end)`` that tuples from ``first_ts`` to ``last_ts`` update.
+
+        Here every window holding one of them: a tuple updates WS / WA tables.
+        """
+        op = self.op
+        first, last = op.earliest_win_l(first_ts), op.latest_win_l(last_ts)
+        return [(l, l + op.ws_ms) for l in range(first, last + 1, op.wa_ms)]
 
     def window_sets(self) -> int:
         """The window sets held: entries of every instance's tables."""
@@ -319,8 +355,7 @@ class AggregateKernel:
         """The rows f_O gives for a window's entries, as one block in cause order."""
         c_ts, c_source, c_seq, c_index = entries.created
         order = np.lexsort((c_index, c_seq, c_source, c_ts))
-        strings = self.keys.strings
-        keys = pa.array([strings[k] for k in entries.keys[order].tolist()], pa.string())
+        keys = self.keys.key_strings(entries.keys[order])
         cause = (EXPIRED, c_ts[order], c_source[order], c_seq[order], c_index[order], 0, 0)
         schema = instance.shared.output_schema
         ends = np.full(order.shape[0], ts, dtype=np.int64)
