@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,7 +17,7 @@ from stretch.operators.catalog import build
 from stretch.operators.kernels import AggregateSpec
 from stretch.operators.kernels._aggregate import distinct_in_rows
 from stretch.vsn._compiled import compile_operator
-from stretch.vsn._compiled._tokens import split_tokens
+from stretch.vsn._compiled._tokens import TokenTable
 from stretch.vsn._compiled.aggregates import AggregateKernel
 from stretch.vsn._compiled.panes import PaneKernel
 from tests.streams import tweets
@@ -134,31 +133,50 @@ def test_custom_operators_keep_the_general_path() -> None:
     assert compile_operator(replace(op, kernel=None)) is None
 
 
-def test_arrow_splits_on_exactly_pythons_whitespace() -> None:
+def _split(texts: list[str], hashtags: bool, table: TokenTable | None = None) -> list[list[str]]:
+    """Each text's tokens as the token table splits and numbers them."""
+    table = table or TokenTable()
+    numbers, offsets, _ = table.numbers(pa.array(texts, pa.string()), hashtags)
+    return [
+        [table.strings[k] for k in numbers[offsets[r] : offsets[r + 1]].tolist()]
+        for r in range(len(texts))
+    ]
+
+
+def test_tokens_split_on_exactly_pythons_whitespace() -> None:
     """Every code point, alone and in runs, at the ends and inside: as ``str.split()``."""
     chars = [chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c < 0xE000]
     texts = [f"a{c}b" for c in chars] + [f"{c}{c}x{c}" for c in chars] + ["", " ", "  a  b  "]
-    tokens, offsets = split_tokens(pa.array(texts, pa.string()), hashtags=False)
-    counts = np.diff(offsets)
-    expected = [len(text.split()) for text in texts]
-    assert counts.tolist() == expected
+    assert _split(texts, hashtags=False) == [text.split() for text in texts]
     spaces = [c for c in chars if c.isspace()]
-    joined = pa.array(["".join(f"w{i}{c}" for i, c in enumerate(spaces))], pa.string())
-    words, _ = split_tokens(joined, hashtags=False)
-    assert words.to_pylist() == joined[0].as_py().split()
+    joined = "".join(f"w{i}{c}" for i, c in enumerate(spaces))
+    assert _split([joined], hashtags=False) == [joined.split()]
 
 
 @settings(max_examples=100, deadline=None)
-@given(texts=st.lists(st.text(" \t\n\u3000\x1c#ab\u00e9", max_size=14), max_size=8))
-def test_split_tokens_and_hashtags_equal_python(texts: list[str]) -> None:
+@given(
+    texts=st.lists(st.text(" \t\n\u3000\u2029\x1c#ab\u00e9\U0001f600", max_size=14), max_size=8),
+    split_at=st.integers(0, 8),
+)
+def test_tokens_and_hashtags_equal_python(texts: list[str], split_at: int) -> None:
+    """Tokens, and hashtags without '#', numbered alike across calls on one table."""
     for hashtags in (False, True):
-        tokens, offsets = split_tokens(pa.array(texts, pa.string()), hashtags=hashtags)
-        got = [tokens[offsets[r] : offsets[r + 1]].to_pylist() for r in range(len(texts))]
+        table = TokenTable()
+        got = _split(texts[:split_at], hashtags, table) + _split(texts[split_at:], hashtags, table)
         words = [text.split() for text in texts]
         if hashtags:
             words = [[w[1:] for w in ws if w.startswith("#") and len(w) > 1] for ws in words]
         assert got == words
-    assert pc.utf8_length(pa.array(texts, pa.string())).to_pylist() == [len(t) for t in texts]
+        assert len(set(table.strings)) == len(table.strings)
+
+
+def test_the_token_table_grows() -> None:
+    """Many distinct long tokens: the arena, the table and the index grow; numbers stay."""
+    table = TokenTable()
+    texts = [" ".join(f"{'x' * 40}{i}-{j}" for j in range(50)) for i in range(200)]
+    assert _split(texts, hashtags=False, table=table) == [t.split() for t in texts]
+    assert _split(texts[:3], hashtags=False, table=table) == [t.split() for t in texts[:3]]
+    assert len(table.strings) == 200 * 50
 
 
 @settings(max_examples=100, deadline=None)

@@ -20,7 +20,6 @@ A reconfiguration (``switch``) moves each key's entries to the tables of its new
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -40,7 +39,7 @@ from stretch.operators.kernels._aggregate import (
 )
 from stretch.operators.kernels._hashing import build_index, index_size, insert
 from stretch.vsn._compiled._runs import audit_groups, data_nodes, owned_groups
-from stretch.vsn._compiled._tokens import split_tokens
+from stretch.vsn._compiled._tokens import TokenTable
 from stretch.vsn._ingest import SourceStore
 from stretch.vsn._instance import ReadyNodes, VSNInstance
 from stretch.vsn._output_block import OutputBlock
@@ -88,9 +87,7 @@ class KeyTable:
         self.strings: list[str] = []
         self.groups = np.empty(0, dtype=np.int64)
         self._rows = KeyRows(0, 0, np.zeros(1, dtype=np.int64), _NONE, _NONE)
-        self._key_numbers: dict[str, int] = {}
-        self._tokens: dict[str, int] = {}
-        self._token_strings: list[str] = []
+        self._words = TokenTable()  # words, or hashtags; paircount's key is a pair of them
         self._codes = np.empty(0, dtype=np.int64)  # pairs: the code of each key number
         self._code_slots = build_index(self._codes, 0, index_size(0))
         self._lock = threading.Lock()
@@ -146,20 +143,20 @@ class KeyTable:
             return self._rows
 
     def _keys(self, texts: pa.Array) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Words or hashtags: split in Arrow, numbered per distinct token, repeats dropped."""
-        tokens, offsets = split_tokens(texts, hashtags=self.kind == "hashtags")
-        numbers = _numbered(tokens, self._key_numbers, self._add_key)
+        """Words or hashtags: split and numbered by kernels, repeats dropped."""
+        numbers, offsets, new = self._words.numbers(texts, hashtags=self.kind == "hashtags")
+        for key in new:  # the token table and the keys number them alike
+            self._add_key(key)
         return distinct_in_rows(numbers, offsets)
 
     def _pairs(self, texts: pa.Array) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Pairs: tokens split in Arrow and numbered, pairs built and numbered by kernels."""
-        words, offsets = split_tokens(texts, hashtags=False)
-        tokens = _numbered(words, self._tokens, self._add_token)
+        """Pairs: tokens split and numbered, pairs built and numbered, by kernels."""
+        tokens, offsets, _ = self._words.numbers(texts, hashtags=False)
         codes, code_offsets = pair_codes(tokens, offsets, self.b)
         numbers = lookup_codes(codes, self._code_slots, self._codes)
         unknown = numbers < 0
         if unknown.any():
-            strings = self._token_strings
+            strings = self._words.strings
             new = np.unique(codes[unknown])
             for code in new.tolist():
                 self._add_key(f"{strings[code >> 31]} {strings[code & (2**31 - 1)]}")
@@ -172,32 +169,12 @@ class KeyTable:
             numbers = lookup_codes(codes, self._code_slots, self._codes)
         return numbers, np.diff(code_offsets)
 
-    def _add_token(self, word: str) -> int:
-        """Number a new word of paircount."""
-        self._token_strings.append(word)
-        return len(self._token_strings) - 1
-
     def _add_key(self, key: str) -> int:
         """Number a new key and compute its key group with the operator's f_mu."""
         number = len(self.strings)
         self.strings.append(key)
         self.groups = _put(self.groups, number, np.array([self.op.group_of(key)]))
         return number
-
-
-def _numbered(
-    tokens: pa.Array, known: dict[str, int], add: Callable[[str], int]
-) -> NDArray[np.int64]:
-    """The number of each token in ``known``, numbering new ones with ``add`` in order."""
-    encoded = pc.dictionary_encode(tokens)
-    distinct = encoded.dictionary.to_pylist()
-    numbers = np.empty(len(distinct), dtype=np.int64)
-    for i, token in enumerate(distinct):
-        number = known.get(token)
-        if number is None:
-            number = known[token] = add(token)
-        numbers[i] = number
-    return numbers[np.asarray(encoded.indices, dtype=np.int64)]
 
 
 def _keys_of(rows: KeyRows, at: NDArray[np.int64]) -> NDArray[np.int64]:
