@@ -248,18 +248,18 @@ _ALL_PAIRS = 2**31
 
 
 def _wordcount(p: Mapping[str, Any]) -> OPlus:
-    return _aggregate("wordcount", p, words, _count, COUNTS, AggregateSpec("words"))
+    return _aggregate("wordcount", p, words, _count, COUNTS, AggregateSpec("words", combine="sum"))
 
 
 def _paircount(p: Mapping[str, Any]) -> OPlus:
     b = p["b"]
-    kernel = AggregateSpec("pairs", _ALL_PAIRS if math.isinf(b) else int(b))
+    kernel = AggregateSpec("pairs", _ALL_PAIRS if math.isinf(b) else int(b), combine="sum")
     return _aggregate("paircount", p, pairs(b), _count, COUNTS, kernel)
 
 
 def _longest_tweet(p: Mapping[str, Any]) -> OPlus:
     output = Schema.of(hashtag="str", chars="int")
-    kernel = AggregateSpec("hashtags", take_max=True)
+    kernel = AggregateSpec("hashtags", take_max=True, combine="max")
     return _aggregate("longest_tweet", p, hashtags, _longest, output, kernel)
 
 

@@ -76,9 +76,22 @@ class AggregateSpec(KernelSpec):
         keys: f_MK: the distinct ``"words"``, ``"hashtags"`` or word ``"pairs"`` of a tweet.
         b: For pairs, the largest distance of a pair's words.
         take_max: Keep the largest tweet length (Operator 9) instead of counting.
+        combine: How two partial values of one key combine, when that is associative:
+            ``"sum"`` for counts, ``"max"`` for maxima (it must agree with ``take_max``).
+            Declared, the runtime keeps one partial value per key per pane of
+            gcd(WA, WS) ms and combines a window's panes when it closes (Enorm's panes),
+            so a tuple is folded once instead of WS / WA times; None keeps one table per
+            window.
 
     """
 
     keys: Literal["words", "hashtags", "pairs"]
     b: int = 0
     take_max: bool = False
+    combine: Literal["sum", "max"] | None = None
+
+    def __post_init__(self) -> None:
+        if self.combine is not None and (self.combine == "max") != self.take_max:
+            kept = "maxima" if self.take_max else "counts"
+            msg = f"an aggregate of {kept} cannot combine its panes by {self.combine!r}"
+            raise ValueError(msg)

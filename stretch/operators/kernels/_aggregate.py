@@ -4,7 +4,9 @@ The tweets' keys (words, word pairs or hashtags) are numbered once, when their r
 first read (``stretch.vsn._compiled.aggregates.KeyTable``); a row's keys are then a slice of a
 flat array of key numbers, in f_MK's order. ``update_window`` applies the rows of a run
 that fall in one window ``[l, l + WS)`` to an instance's table of that window, and
-``pair_codes`` builds paircount's keys from a row's tokens.
+``pair_codes`` builds paircount's keys from a row's tokens. With panes (Enorm), the same
+``update_window`` fills one table per pane, and ``combine_panes`` folds a window's panes
+into its table when the window closes.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from numpy.typing import NDArray
 
 from stretch.operators.kernels._hashing import find
 
-__all__ = ["lookup_codes", "pair_codes", "update_window"]
+__all__ = ["combine_panes", "distinct_in_rows", "lookup_codes", "pair_codes", "update_window"]
 
 CREATED = 4
 """Rows of ``created``: the creator's ts, source, seq and key index (the cause of f_O)."""
@@ -143,3 +145,83 @@ def update_window(
                 values[e] += 1
     count[0] = n
     return hi
+
+
+@njit(nogil=True, cache=True)
+def combine_panes(
+    keys: NDArray[np.int64],
+    values: NDArray[np.int64],
+    created: NDArray[np.int64],
+    take_max: bool,
+    position: NDArray[np.int64],
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """A window's table from its panes' entries, given pane after pane, earliest first.
+
+    Each key's value is the sum (counts) or the maximum (``take_max``) of its panes'
+    values: both are associative, so this equals folding the window's tuples one by one.
+    Its creator is the one of its earliest pane, which is the earliest tuple of the window
+    with that key (a pane's entry records its own earliest tuple). Returns the distinct
+    keys with their values and creators, in order of first appearance.
+
+    ``position`` is scratch indexed by key number (longer than the largest), every entry
+    -1; it is left so. O(entries), no hashing: key numbers are dense.
+    """
+    n_in = keys.shape[0]
+    out_keys = np.empty(n_in, dtype=np.int64)
+    out_values = np.empty(n_in, dtype=np.int64)
+    out_created = np.empty((CREATED, n_in), dtype=np.int64)
+    n = 0
+    for i in range(n_in):
+        key = keys[i]
+        e = position[key]
+        if e < 0:
+            position[key] = n
+            out_keys[n] = key
+            out_values[n] = values[i]
+            for c in range(CREATED):
+                out_created[c, n] = created[c, i]
+            n += 1
+        elif take_max:
+            out_values[e] = max(out_values[e], values[i])
+        else:
+            out_values[e] += values[i]
+    for e in range(n):
+        position[out_keys[e]] = -1
+    return out_keys[:n], out_values[:n], out_created[:, :n]
+
+
+_SHORT_ROW = 16
+"""Rows with at most this many keys drop repeats by comparing pairs; longer ones sort."""
+
+
+@njit(nogil=True, cache=True)
+def distinct_in_rows(
+    numbers: NDArray[np.int64], offsets: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Each row's numbers with repeats dropped (first occurrence kept, in order).
+
+    Row r's numbers are ``numbers[offsets[r]:offsets[r + 1]]``. Returns the kept numbers
+    and each row's count of them. O(n) for short rows, O(n log n) for long ones.
+    """
+    rows = offsets.shape[0] - 1
+    out = numbers.copy()
+    counts = np.empty(rows, dtype=np.int64)
+    n_out = 0
+    for r in range(rows):
+        start, stop = offsets[r], offsets[r + 1]
+        first = n_out
+        if stop - start <= _SHORT_ROW:
+            for i in range(start, stop):
+                seen = False
+                for k in range(first, n_out):
+                    if out[k] == numbers[i]:
+                        seen = True
+                        break
+                if not seen:
+                    out[n_out] = numbers[i]
+                    n_out += 1
+        else:
+            out[first : first + stop - start] = numbers[start:stop]
+            n_out = first + _drop_repeats(out[first : first + stop - start])
+        counts[r] = n_out - first
+    return out[:n_out], counts

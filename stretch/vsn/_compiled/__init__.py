@@ -16,6 +16,7 @@ from stretch.operators.kernels import AggregateSpec, BandJoinSpec, ForwardSpec
 from stretch.vsn._compiled.aggregates import AggregateKernel, KeyTable
 from stretch.vsn._compiled.band_join import BandJoinKernel
 from stretch.vsn._compiled.forward import ForwardKernel
+from stretch.vsn._compiled.panes import PaneKernel
 from stretch.vsn._instance import CompiledOperator
 
 __all__ = ["KERNEL_PATHS", "compile_operator"]
@@ -30,7 +31,9 @@ def _band_join(op: OPlus, spec: BandJoinSpec) -> CompiledOperator:
 
 
 def _aggregate(op: OPlus, spec: AggregateSpec) -> CompiledOperator:
-    return AggregateKernel(op, KeyTable(op, spec.keys, spec.b), take_max=spec.take_max)
+    """Panes where the spec declares an associative combine, else a table per window."""
+    kernel = PaneKernel if spec.combine is not None else AggregateKernel
+    return kernel(op, KeyTable(op, spec.keys, spec.b), take_max=spec.take_max)
 
 
 KERNEL_PATHS: dict[type[KernelSpec], Callable[[OPlus, Any], CompiledOperator]] = {

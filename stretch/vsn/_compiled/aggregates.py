@@ -25,14 +25,21 @@ from typing import Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from stretch.model.instance import EXPIRED
 from stretch.model.oplus import OPlus
-from stretch.operators import catalog
-from stretch.operators.kernels._aggregate import CREATED, lookup_codes, pair_codes, update_window
+from stretch.operators.kernels._aggregate import (
+    CREATED,
+    distinct_in_rows,
+    lookup_codes,
+    pair_codes,
+    update_window,
+)
 from stretch.operators.kernels._hashing import build_index, index_size, insert
 from stretch.vsn._compiled._runs import audit_groups, data_nodes, owned_groups
+from stretch.vsn._compiled._tokens import TokenTable
 from stretch.vsn._ingest import SourceStore
 from stretch.vsn._instance import ReadyNodes, VSNInstance
 from stretch.vsn._output_block import OutputBlock
@@ -80,12 +87,30 @@ class KeyTable:
         self.strings: list[str] = []
         self.groups = np.empty(0, dtype=np.int64)
         self._rows = KeyRows(0, 0, np.zeros(1, dtype=np.int64), _NONE, _NONE)
-        self._key_numbers: dict[str, int] = {}
-        self._tokens: dict[str, int] = {}
-        self._token_strings: list[str] = []
+        self._words = TokenTable()  # words, or hashtags; paircount's key is a pair of them
         self._codes = np.empty(0, dtype=np.int64)  # pairs: the code of each key number
         self._code_slots = build_index(self._codes, 0, index_size(0))
         self._lock = threading.Lock()
+        self._arrow_strings: list[pa.Array] = []  # strings as Arrow chunks, sizes halving
+        self._arrow_lock = threading.Lock()
+
+    def key_strings(self, numbers: NDArray[np.int64]) -> pa.Array:
+        """The strings of key numbers ``numbers``, as an Arrow array.
+
+        The keys' strings are kept as Arrow chunks, each at most half the one before
+        (the newest keys are appended as a chunk, then equal neighbours merge), so a key
+        is copied O(log n) times in all and a lookup is one ``take``.
+        """
+        n = len(self.strings)
+        with self._arrow_lock:
+            chunks = self._arrow_strings
+            held = sum(len(chunk) for chunk in chunks)
+            if held < n:
+                chunks.append(pa.array(self.strings[held:n], pa.string()))
+                while len(chunks) > 1 and len(chunks[-2]) <= 2 * len(chunks[-1]):
+                    chunks[-2:] = [pa.concat_arrays(chunks[-2:])]
+            table = pa.chunked_array(list(chunks), pa.string())
+        return table.take(numbers).combine_chunks()
 
     def read(self, store: SourceStore, upto: int) -> KeyRows:
         """The keys of rows up to ``upto`` of ``store``, computing those not read yet."""
@@ -100,8 +125,9 @@ class KeyTable:
             if rows.end == rows.base < held.base:  # nothing read yet; the source starts later
                 rows = KeyRows(held.base, held.base, np.zeros(1, dtype=np.int64), _NONE, _NONE)
             start = rows.end
-            texts = store.dictionary.decode(
-                held.column("tweet")[start - held.base : upto - held.base]
+            texts = pa.array(
+                store.dictionary.decode(held.column("tweet")[start - held.base : upto - held.base]),
+                pa.string(),
             )
             numbers, counts = self._pairs(texts) if self.kind == "pairs" else self._keys(texts)
             rows = _dropped(rows, min(held.base, start))
@@ -112,46 +138,25 @@ class KeyTable:
                 upto,
                 _put(rows.offsets, at + 1, used + np.cumsum(counts)),
                 _put(rows.numbers, used, numbers),
-                _put(rows.lengths, at, np.fromiter(map(len, texts), np.int64, len(texts))),
+                _put(rows.lengths, at, np.asarray(pc.utf8_length(texts), dtype=np.int64)),
             )
             return self._rows
 
-    def _keys(self, texts: list[str]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Words or hashtags: f_MK in Python (a dict lookup per token)."""
-        keys_of = catalog.word_keys if self.kind == "words" else catalog.hashtag_keys
-        numbers: list[int] = []
-        counts = np.empty(len(texts), dtype=np.int64)
-        known = self._key_numbers
-        for r, text in enumerate(texts):
-            keys = keys_of(text)
-            counts[r] = len(keys)
-            for key in keys:
-                number = known.get(key)
-                if number is None:
-                    number = known[key] = self._add_key(key)
-                numbers.append(number)
-        return np.asarray(numbers, dtype=np.int64), counts
+    def _keys(self, texts: pa.Array) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Words or hashtags: split and numbered by kernels, repeats dropped."""
+        numbers, offsets, new = self._words.numbers(texts, hashtags=self.kind == "hashtags")
+        for key in new:  # the token table and the keys number them alike
+            self._add_key(key)
+        return distinct_in_rows(numbers, offsets)
 
-    def _pairs(self, texts: list[str]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Pairs: tokens numbered in Python, pairs built and numbered by kernels."""
-        tokens: list[int] = []
-        lengths = np.empty(len(texts), dtype=np.int64)
-        known = self._tokens
-        for r, text in enumerate(texts):
-            words = text.split()
-            lengths[r] = len(words)
-            for word in words:
-                number = known.get(word)
-                if number is None:
-                    number = known[word] = len(self._token_strings)
-                    self._token_strings.append(word)
-                tokens.append(number)
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        codes, code_offsets = pair_codes(np.asarray(tokens, dtype=np.int64), offsets, self.b)
+    def _pairs(self, texts: pa.Array) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Pairs: tokens split and numbered, pairs built and numbered, by kernels."""
+        tokens, offsets, _ = self._words.numbers(texts, hashtags=False)
+        codes, code_offsets = pair_codes(tokens, offsets, self.b)
         numbers = lookup_codes(codes, self._code_slots, self._codes)
         unknown = numbers < 0
         if unknown.any():
-            strings = self._token_strings
+            strings = self._words.strings
             new = np.unique(codes[unknown])
             for code in new.tolist():
                 self._add_key(f"{strings[code >> 31]} {strings[code & (2**31 - 1)]}")
@@ -286,9 +291,8 @@ class AggregateKernel:
             touched = groups[_keys_of(rows, at)]
             audit_groups(instance, touched[owned[touched]])
         mine = self.windows.setdefault(instance.j, {})
-        op = self.op
-        for l in range(op.earliest_win_l(int(ts[0])), op.latest_win_l(int(ts[-1])) + 1, op.wa_ms):
-            lo, hi = np.searchsorted(ts, [l, l + op.ws_ms]).tolist()
+        for l, end in self._spans(int(ts[0]), int(ts[-1])):
+            lo, hi = np.searchsorted(ts, [l, end]).tolist()
             window = mine.get(l) or _Window.of(_NO_ENTRIES)
             while lo < hi:
                 lo = update_window(
@@ -301,6 +305,15 @@ class AggregateKernel:
             if window.size:
                 mine[l] = window
         return int(ts.shape[0])
+
+    def _spans(self, first_ts: int, last_ts: int) -> list[tuple[int, int]]:
+        """The tables ``[l, end)`` that tuples from ``first_ts`` to ``last_ts`` update.
+
+        Here every window holding one of them: a tuple updates WS / WA tables.
+        """
+        op = self.op
+        first, last = op.earliest_win_l(first_ts), op.latest_win_l(last_ts)
+        return [(l, l + op.ws_ms) for l in range(first, last + 1, op.wa_ms)]
 
     def window_sets(self) -> int:
         """The window sets held: entries of every instance's tables."""
@@ -319,8 +332,7 @@ class AggregateKernel:
         """The rows f_O gives for a window's entries, as one block in cause order."""
         c_ts, c_source, c_seq, c_index = entries.created
         order = np.lexsort((c_index, c_seq, c_source, c_ts))
-        strings = self.keys.strings
-        keys = pa.array([strings[k] for k in entries.keys[order].tolist()], pa.string())
+        keys = self.keys.key_strings(entries.keys[order])
         cause = (EXPIRED, c_ts[order], c_source[order], c_seq[order], c_index[order], 0, 0)
         schema = instance.shared.output_schema
         ends = np.full(order.shape[0], ts, dtype=np.int64)

@@ -1,0 +1,119 @@
+"""Panes (Enorm): wordcount, paircount and longest_tweet with their windows' work shared.
+
+With WS / WA = k, each tuple falls in k overlapping windows, and the per-window path
+(``AggregateKernel``) folds it into each of the k tables. An aggregate whose combine is
+associative (counts add, maxima take the larger; ``AggregateSpec.combine``) can instead
+keep one partial value per key per *pane*: the windows' bounds cut time into panes of
+``gcd(WA, WS)`` ms, and every window is a run of ``WS / gcd`` whole panes. A tuple is
+folded once, into its pane's table (the same ``update_window``), and a window's table is
+combined from its panes' tables when it closes (``combine_panes``).
+
+The rows are the per-window path's. A key's value is the combine of its panes' values,
+and its cause (the window's tie-break, the generic path's ``created``) is the earliest
+tuple of the window with that key: the creator recorded by its earliest pane that has it.
+A pane is dropped once every window holding it has closed. Which windows closed is a
+function of the watermark alone (``l + WS <= W``), and every instance meets a
+reconfiguration's barrier at the same watermark, so a pane's entries can move to a key's
+new owner like a window's.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stretch.model.oplus import END_OF_INPUT, OPlus
+from stretch.operators.kernels._aggregate import combine_panes
+from stretch.vsn._compiled.aggregates import AggregateKernel, KeyTable, _Entries, _Window
+from stretch.vsn._instance import VSNInstance
+from stretch.vsn._reconfiguration import EpochPlan
+
+__all__ = ["PaneKernel"]
+
+_NO_POSITIONS = np.empty(0, dtype=np.int64)
+
+
+class PaneKernel(AggregateKernel):
+    """An aggregate with an associative combine on one table per pane (``self.windows``).
+
+    ``self.windows[j]`` maps a pane's start to instance j's table of it.
+
+    Args:
+        op: The operator.
+        keys: Its f_MK over tweets, numbered once per row.
+        take_max: Keep each key's maximum (longest_tweet) rather than a count.
+
+    """
+
+    def __init__(self, op: OPlus, keys: KeyTable, take_max: bool) -> None:
+        super().__init__(op, keys, take_max)
+        self.pane_ms = math.gcd(op.wa_ms, op.ws_ms)
+        self.closed: dict[int, int] = {}  # instance -> W: each window with l + WS <= W is out
+        self._positions: dict[int, NDArray[np.int64]] = {}  # instance -> combine's scratch
+
+    def _spans(self, first_ts: int, last_ts: int) -> list[tuple[int, int]]:
+        """The panes ``[p, p + gcd)`` from ``first_ts``'s to ``last_ts``'s."""
+        g = self.pane_ms
+        return [(p, p + g) for p in range(first_ts // g * g, last_ts // g * g + 1, g)]
+
+    def advance(self, instance: VSNInstance, watermark: int) -> None:
+        """Emit the windows that ended by ``watermark`` (L15-17); drop the panes they freed.
+
+        A window is emitted once: those with ``l + WS`` at or before the previous
+        watermark are out already. Windows holding no pane are skipped in one step.
+        """
+        panes = self.windows.get(instance.j)
+        closed = self.closed.get(instance.j, -END_OF_INPUT)
+        self.closed[instance.j] = max(closed, watermark)
+        if not panes or watermark <= closed:
+            return
+        op = self.op
+        wa, ws = op.wa_ms, op.ws_ms
+        starts = sorted(panes)
+        # The first window not out yet: the smallest l = k * WA with l + WS > closed.
+        l = max(op.earliest_win_l(starts[0]), (closed - ws) // wa * wa + wa)
+        while l + ws <= watermark:
+            lo = bisect.bisect_left(starts, l)
+            hi = bisect.bisect_left(starts, l + ws)
+            if lo == hi:  # no pane in this window: on to the first window of the next pane
+                if hi == len(starts):
+                    break
+                l = max(l + wa, op.earliest_win_l(starts[hi]))
+                continue
+            tables = [panes[p] for p in starts[lo:hi]]
+            self._emit(instance, l + ws, self._combined(instance.j, tables))
+            l += wa
+        for p in starts:
+            if op.latest_win_l(p) + ws > watermark:
+                break
+            del panes[p]
+
+    def _combined(self, j: int, tables: list[_Window]) -> _Entries:
+        """A window's entries from instance j's tables of its panes, earliest pane first."""
+        parts = [table.entries() for table in tables]
+        position = self._positions.get(j, _NO_POSITIONS)
+        if position.shape[0] < len(self.keys.strings):  # scratch for every key number
+            position = np.full(2 * len(self.keys.strings), -1, dtype=np.int64)
+            self._positions[j] = position
+        keys, values, created = combine_panes(
+            np.concatenate([part.keys for part in parts]),
+            np.concatenate([part.values for part in parts]),
+            np.concatenate([part.created for part in parts], axis=1),
+            self.take_max,
+            position,
+        )
+        return _Entries(keys, values, created)
+
+    def switch(self, plan: EpochPlan) -> None:
+        """Move every pane entry to its key's owner under ``plan`` (no instance is running).
+
+        The instances met at the barrier with one watermark, so the windows each has
+        emitted are the same: a new owner emits from where they all are.
+        """
+        super().switch(plan)
+        if self.closed:
+            closed = max(self.closed.values())
+            self.closed = dict.fromkeys(range(plan.parallelism), closed)
