@@ -64,6 +64,9 @@ DRAIN_TIMEOUT_S = 600.0
 """The longest wait for the operator's output to finish once the inputs are closed."""
 QUERY_TIMEOUT_S = 24 * 3600
 """The longest a writing or reading query may run."""
+INIT_TIMEOUT_S = 300.0
+"""The longest a query may take to set up its source."""
+_INITIALIZING = "Initializing sources"
 CAPACITY = 1 << 18
 """ESG_in nodes of an operator the pipeline creates (room for big micro-batches)."""
 _NOT_FOUND = 404
@@ -281,6 +284,35 @@ def _ended(query: StreamingQuery, timeout_s: int) -> bool:
     return ended
 
 
+def _initialized(query: StreamingQuery) -> StreamingQuery:
+    """Wait until ``query`` has set up its source; return it.
+
+    Each Python source starts a Python process that must connect back to the JVM within
+    Spark's fixed 10 s: the queries start one after another, before any micro-batch, so
+    that these processes do not compete for a busy machine's cores.
+
+    Raises:
+        QueryFailed: the query failed meanwhile.
+        StretchError: it was still initializing after ``INIT_TIMEOUT_S``.
+
+    """
+    deadline = time.monotonic() + INIT_TIMEOUT_S
+    while query.isActive and query.status["message"] == _INITIALIZING:
+        if time.monotonic() > deadline:
+            msg = f"query {query.name} did not set up its source in {INIT_TIMEOUT_S} s"
+            raise StretchError(msg)
+        time.sleep(0.05)
+    _check_failed(query)
+    return query
+
+
+def _check_failed(query: StreamingQuery) -> None:
+    """Raise ``QueryFailed`` if ``query`` ended with a failure."""
+    error = None if query.isActive else query.exception()
+    if error is not None:
+        raise QueryFailed(str(query.name), str(error))
+
+
 def _await(query: StreamingQuery) -> None:
     if not _ended(query, QUERY_TIMEOUT_S):
         msg = f"query {query.name} did not finish in {QUERY_TIMEOUT_S} s"
@@ -377,8 +409,9 @@ def _run(
     created: bool,
     started: float,
 ) -> PipelineResult:
-    writers = [_writer(spark, config, feed) for feed in feeds]
-    reader = _reader(spark, config)
+    # The reader first: each query's source process starts before any micro-batch runs.
+    reader = _initialized(_reader(spark, config))
+    writers = [_initialized(_writer(spark, config, feed)) for feed in feeds]
     progress = _Progress(config, writers, reader, out, started)
     try:
         deadline = time.monotonic() + QUERY_TIMEOUT_S
@@ -388,8 +421,7 @@ def _run(
                     msg = f"query {query.name} did not finish in {QUERY_TIMEOUT_S} s"
                     raise StretchError(msg)
                 for other in [*writers, reader]:  # the first failure ends the job
-                    if not other.isActive:
-                        _ended(other, 0)
+                    _check_failed(other)
                 progress.tick()
         with _client(config) as client:
             for feed in feeds:
