@@ -29,10 +29,12 @@ Exactly once across a crash, with the same ``--checkpoint``:
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -58,12 +60,17 @@ __all__ = [
     "run_pipeline",
 ]
 
+logger = logging.getLogger(__name__)
+
 PROGRESS_S = 2
 """Seconds between progress lines."""
 DRAIN_TIMEOUT_S = 600.0
 """The longest wait for the operator's output to finish once the inputs are closed."""
 QUERY_TIMEOUT_S = 24 * 3600
 """The longest a writing or reading query may run."""
+START_ATTEMPTS = 3
+"""How often a query whose source process missed Spark's connect-back deadline is started."""
+_CONNECT_BACK = "Python worker failed to connect back"
 INIT_TIMEOUT_S = 300.0
 """The longest a query may take to set up its source."""
 _INITIALIZING = "Initializing sources"
@@ -284,6 +291,27 @@ def _ended(query: StreamingQuery, timeout_s: int) -> bool:
     return ended
 
 
+def _started(start: Callable[[], StreamingQuery]) -> StreamingQuery:
+    """Start a query and wait until it set up its source; return it.
+
+    Spark gives a Python source's process a fixed 10 s to connect back to the JVM, which a
+    machine busy with other work can miss; the query then failed before it read anything,
+    and it is started again (same checkpoint) up to ``START_ATTEMPTS`` times in all.
+
+    Raises:
+        QueryFailed: the query failed otherwise, or missed the 10 s every time.
+
+    """
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            return _initialized(start())
+        except QueryFailed as failure:
+            if _CONNECT_BACK not in failure.detail or attempt == START_ATTEMPTS:
+                raise
+            logger.info("query %s: %s; starting it again", failure.query, _CONNECT_BACK)
+    raise AssertionError  # the loop returns or raises
+
+
 def _initialized(query: StreamingQuery) -> StreamingQuery:
     """Wait until ``query`` has set up its source; return it.
 
@@ -410,8 +438,8 @@ def _run(
     started: float,
 ) -> PipelineResult:
     # The reader first: each query's source process starts before any micro-batch runs.
-    reader = _initialized(_reader(spark, config))
-    writers = [_initialized(_writer(spark, config, feed)) for feed in feeds]
+    reader = _started(partial(_reader, spark, config))
+    writers = [_started(partial(_writer, spark, config, feed)) for feed in feeds]
     progress = _Progress(config, writers, reader, out, started)
     try:
         deadline = time.monotonic() + QUERY_TIMEOUT_S

@@ -26,7 +26,7 @@ from tests.spark.test_pipeline_shards import tied_streams
 
 pytestmark = pytest.mark.spark
 
-FILES = 5
+FILES = 4
 
 
 def write_parts(table: pa.Table, directory: Path, order: list[int], mtimes: list[int]) -> None:
