@@ -10,6 +10,7 @@ refused as late, the input file they came from and the options that would accept
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Sequence
@@ -20,6 +21,8 @@ from stretch.spark.files import FILE
 from stretch.spark.preflight import Feed
 
 __all__ = ["QueryFailed", "batch_files", "cause", "explain", "late_file"]
+
+logger = logging.getLogger(__name__)
 
 _OURS = re.compile(r"^\s*((?:stretch|api)\.[\w.]*(?:Error|Exception)): (.+?)\s*$", re.MULTILINE)
 _PYSPARK = re.compile(r"^\s*(pyspark\.[\w.]*(?:Error|Exception)): (.+?)\s*$", re.MULTILINE)
@@ -108,8 +111,10 @@ def explain(
 ) -> StretchError:
     """One line for ``failure``: its cause, where late rows came from, where the traces are.
 
-    Appends Spark's whole text to ``log`` (if given).
+    Appends Spark's whole text to ``log`` (if given) and logs it at INFO (stderr with
+    ``-v``).
     """
+    logger.info("%s failed:\n%s", failure.query, failure.detail)
     line = str(failure)
     late = _LATE.search(line)
     writer = _WRITER.search(failure.query)
