@@ -296,12 +296,15 @@ def _parser() -> argparse.ArgumentParser:
         "pipeline",
         parents=[verbose],
         help="run an operator as a Spark Structured Streaming job over Parquet directories",
-        description="Read each input directory of Parquet files as a file stream (one per "
+        description="Read each input directory of Parquet files as a file stream, its files "
+        "in name order (one directory per "
         "operator source; one for 'hedge'), run the operator in the sidecar, and write its "
         "ordered output (with an 'offset' column giving the order) to a Parquet directory. "
         "Processes the files present at start, then drains the output. Without --url it "
         "starts its own sidecar on loopback and a local[*] Spark session. Needs the extra "
-        "stretch[spark]. Rerun with the same --checkpoint after a crash to continue.",
+        "stretch[spark]. Inputs, --url and the token are checked before Spark starts; "
+        "Spark's own output goes to CHECKPOINT/pipeline.log (to stderr with -v). "
+        "Rerun with the same --checkpoint after a crash to continue.",
     )
     pipeline.add_argument("operator", help=f"one of {', '.join(CATALOG)}")
     pipeline.add_argument(
@@ -359,7 +362,23 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="F",
-        help="input files per micro-batch of each writing query (default 1)",
+        help="input files per micro-batch of each writing query (default 1); each input "
+        "directory's files are read in name order, whatever their modification times",
+    )
+    pipeline.add_argument(
+        "--allowed-lateness-ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="how far behind the largest ts seen a row may arrive (the writer option "
+        "allowedLatenessMs; default: the operator's, 0 when the job creates it)",
+    )
+    pipeline.add_argument(
+        "--late-rows",
+        choices=("fail", "drop"),
+        default="fail",
+        help="a row behind its source's released watermark fails the job naming its file "
+        "(fail, default) or is dropped and counted (drop): the writer option lateRows",
     )
     pipeline.set_defaults(run=_pipeline)
 
@@ -597,6 +616,9 @@ def _pipeline(args: argparse.Namespace) -> int:
             ("--sidecars", args.sidecars or 1),
         ]
     )
+    if args.allowed_lateness_ms is not None and args.allowed_lateness_ms < 0:
+        msg = f"--allowed-lateness-ms must be >= 0, got {args.allowed_lateness_ms}"
+        raise InputError(msg)
     if args.sidecars is not None and args.url is not None:
         msg = "give --url (running sidecars) or --sidecars N (start them), not both"
         raise InputError(msg)
@@ -621,6 +643,9 @@ def _pipeline(args: argparse.Namespace) -> int:
         files_per_trigger=args.files_per_trigger,
         out=sys.stdout,
         autoscale=args.autoscale,
+        late_rows=args.late_rows,
+        allowed_lateness_ms=args.allowed_lateness_ms,
+        verbose=args.verbose,
     )
 
 

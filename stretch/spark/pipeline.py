@@ -1,12 +1,15 @@
 """``stretch pipeline``: a Structured Streaming job through an operator in the sidecar.
 
-Each input directory of Parquet files is read as a file stream (``maxFilesPerTrigger``
-files per micro-batch) and written into one source of the operator by the ``stretch``
-writer; ``hedge`` takes one directory, which feeds both of its streams. The operator's
-output is read back by the ``stretch`` reader and written by Spark's Parquet sink to the
-output directory, with its ``offset`` column: ordered by ``offset``, the rows are the
-operator's output in order. The job processes the files the directories hold when it
-starts (``Trigger.AvailableNow``), then closes the sources and drains the output.
+Each input directory of Parquet files is read as a stream of its files in name order
+(``stretch.spark.files``, ``maxFilesPerTrigger`` files per micro-batch, whatever their
+modification times) and written into one source of the operator by the ``stretch``
+writer (``lateRows``, ``allowedLatenessMs`` from ``--late-rows``,
+``--allowed-lateness-ms``); ``hedge`` takes one directory, which feeds both of its
+streams. The operator's output is read back by the ``stretch`` reader and written by
+Spark's Parquet sink to the output directory, with its ``offset`` column: ordered by
+``offset``, the rows are the operator's output in order. The job processes the files
+the directories hold when it starts (``Trigger.AvailableNow``), then closes the sources
+and drains the output.
 
 Exactly once across a crash, with the same ``--checkpoint``:
 
@@ -26,10 +29,12 @@ Exactly once across a crash, with the same ``--checkpoint``:
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -40,10 +45,22 @@ from pyspark.sql.streaming.query import StreamingQuery
 from stretch.client import ServiceError, StretchClient
 from stretch.errors import InputError, StretchError
 from stretch.sharded import ShardedClient, connect
+from stretch.spark.failures import QueryFailed, explain
+from stretch.spark.files import FILES, spark_schema
+from stretch.spark.preflight import Feed, check_inputs
 from stretch.spark.reader import OFFSET
 from stretch.spark.source import NAME
 
-__all__ = ["PipelineConfig", "PipelineResult", "read_output", "run_pipeline"]
+__all__ = [
+    "PipelineConfig",
+    "PipelineResult",
+    "Prepared",
+    "prepare",
+    "read_output",
+    "run_pipeline",
+]
+
+logger = logging.getLogger(__name__)
 
 PROGRESS_S = 2
 """Seconds between progress lines."""
@@ -51,6 +68,12 @@ DRAIN_TIMEOUT_S = 600.0
 """The longest wait for the operator's output to finish once the inputs are closed."""
 QUERY_TIMEOUT_S = 24 * 3600
 """The longest a writing or reading query may run."""
+START_ATTEMPTS = 3
+"""How often a query whose source process missed Spark's connect-back deadline is started."""
+_CONNECT_BACK = "Python worker failed to connect back"
+INIT_TIMEOUT_S = 300.0
+"""The longest a query may take to set up its source."""
+_INITIALIZING = "Initializing sources"
 CAPACITY = 1 << 18
 """ESG_in nodes of an operator the pipeline creates (room for big micro-batches)."""
 _NOT_FOUND = 404
@@ -75,6 +98,9 @@ class PipelineConfig:
         trigger_rows: The most output rows per micro-batch of the reading query.
         autoscale: An autoscale policy (``"threshold"`` or ``"model"``) the operator is
             created under, or None for a fixed parallelism.
+        late_rows: The writers' ``lateRows``: ``fail`` or ``drop``.
+        allowed_lateness_ms: The writers' ``allowedLatenessMs`` (None: the operator's).
+        log: The file Spark's traces go to, named in failures (None: not kept).
 
     """
 
@@ -91,6 +117,23 @@ class PipelineConfig:
     files_per_trigger: int = 1
     trigger_rows: int | None = None
     autoscale: str | None = None
+    late_rows: str = "fail"
+    allowed_lateness_ms: int | None = None
+    log: Path | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What was checked and set up before Spark starts: the feeds and the operator.
+
+    Attributes:
+        feeds: One per source of the operator, with its files in reading order.
+        created: Whether the operator was created for this run.
+
+    """
+
+    feeds: list[Feed]
+    created: bool
 
 
 @dataclass(frozen=True)
@@ -114,8 +157,56 @@ def _client(config: PipelineConfig) -> StretchClient | ShardedClient:
     return connect(config.url, token=config.token)
 
 
-def _ensure_operator(config: PipelineConfig) -> tuple[int, bool]:
-    """Create the operator unless it runs; return its number of sources and if created."""
+def prepare(config: PipelineConfig, feeds: list[Feed] | None = None) -> Prepared:
+    """Check the inputs (unless ``feeds`` are their check), then create the operator.
+
+    Needs no Spark.
+
+    Raises:
+        InputError: a bad input directory or file (``check_inputs``), or an operator of
+            that name the run cannot continue (``_ensure_operator``).
+
+    """
+    if feeds is None:
+        feeds = check_inputs(config.operator, config.params, config.inputs)
+    return Prepared(feeds, _ensure_operator(config, len(feeds)))
+
+
+def _continued(config: PipelineConfig, status: Mapping[str, Any]) -> None:
+    """Check that the run may continue the running operator ``status`` describes.
+
+    Raises:
+        InputError: it is another operator or has other parameters, or it finished (its
+            sources are closed) and this checkpoint never fed it.
+
+    """
+    way_out = f"delete it (DELETE /v1/operators/{config.name}) or give --name a new name"
+    if status["operator"] != config.operator:
+        msg = (
+            f"the sidecar runs {config.name!r} as {status['operator']!r}, not "
+            f"{config.operator!r}; {way_out}"
+        )
+        raise InputError(msg)
+    params = {str(k): str(v) for k, v in status["params"].items()}
+    asked = {str(k): str(v) for k, v in config.params.items()}
+    if params != asked:
+        msg = (
+            f"the sidecar runs {config.name!r} with params {params or '{}'}, this run asks for "
+            f"{asked or '{}'}; {way_out}"
+        )
+        raise InputError(msg)
+    closed = [s["index"] for s in status["sources"] if s["closed"]]
+    fed = all((config.checkpoint / f"in{i}" / "commits").is_dir() for i in closed)
+    if closed and not fed:
+        msg = (
+            f"{config.name!r} on {config.url} has finished (its sources are closed) and the "
+            f"checkpoint {config.checkpoint} did not feed it; {way_out}"
+        )
+        raise InputError(msg)
+
+
+def _ensure_operator(config: PipelineConfig, sources: int) -> bool:
+    """Create the operator unless it runs (and may be continued); return if created."""
     with _client(config) as client:
         try:
             status = client.status(config.name)
@@ -123,58 +214,40 @@ def _ensure_operator(config: PipelineConfig) -> tuple[int, bool]:
             if exc.status != _NOT_FOUND:
                 raise
         else:
-            if status["operator"] != config.operator:
-                msg = (
-                    f"the sidecar runs {config.name!r} as {status['operator']!r}, not "
-                    f"{config.operator!r}; give another name or delete it"
-                )
-                raise InputError(msg)
-            return len(status["sources"]), False
-        status = client.create_operator(
+            _continued(config, status)
+            return False
+        client.create_operator(
             config.name,
             config.operator,
             dict(config.params),
             parallelism=config.parallelism,
             max_parallelism=config.max_parallelism,
             capacity=CAPACITY,
+            allowed_lateness_ms=config.allowed_lateness_ms,
             autoscale=None if config.autoscale is None else {"policy": config.autoscale},
         )
-        return len(status["sources"]), True
+        return True
 
 
-def _feeds(config: PipelineConfig, sources: int) -> list[tuple[int, Path]]:
-    """(source, directory) pairs: one directory per REST source of the operator.
-
-    ``hedge`` has one REST source, its trade stream, which feeds both sides of the join.
-    """
-    inputs = list(config.inputs)
-    if len(inputs) != sources:
-        msg = f"operator {config.operator!r} takes {sources} input directories, got {len(inputs)}"
-        raise InputError(msg)
-    for directory in inputs:
-        if not directory.is_dir() or not any(directory.glob("*.parquet")):
-            msg = f"input {directory} is not a directory holding .parquet files"
-            raise InputError(msg)
-    return list(enumerate(inputs))
-
-
-def _writer(
-    spark: SparkSession, config: PipelineConfig, source: int, directory: Path
-) -> StreamingQuery:
-    schema = spark.read.parquet(str(directory)).schema
+def _writer(spark: SparkSession, config: PipelineConfig, feed: Feed) -> StreamingQuery:
+    """The query streaming ``feed``'s files, in name order, into its source."""
     frame = (
-        spark.readStream.schema(schema)
+        spark.readStream.format(FILES)
+        .schema(spark_schema(feed.schema))
         .option("maxFilesPerTrigger", config.files_per_trigger)
-        .parquet(str(directory))
+        .load(str(feed.directory.resolve()))
     )
     writer = (
         frame.writeStream.format(NAME)
-        .queryName(f"{config.name}-in{source}")
+        .queryName(f"{config.name}-in{feed.source}")
         .option("url", config.url)
         .option("operator", config.name)
-        .option("source", str(source))
-        .option("checkpointLocation", str(config.checkpoint / f"in{source}"))
+        .option("source", str(feed.source))
+        .option("lateRows", config.late_rows)
+        .option("checkpointLocation", str(config.checkpoint / f"in{feed.source}"))
     )
+    if config.allowed_lateness_ms is not None:
+        writer = writer.option("allowedLatenessMs", str(config.allowed_lateness_ms))
     if config.token:
         writer = writer.option("token", config.token)
     return writer.trigger(availableNow=True).start()
@@ -205,19 +278,67 @@ def _ended(query: StreamingQuery, timeout_s: int) -> bool:
     """Wait up to ``timeout_s`` for ``query`` to end; whether it did.
 
     Raises:
-        StretchError: the query failed (with Spark's message, which holds the sidecar's).
+        QueryFailed: the query failed (with Spark's text, which holds the sidecar's).
 
     """
     try:
         ended = bool(query.awaitTermination(timeout_s))
     except Exception as exc:  # Spark raises the query's failure here
-        msg = f"query {query.name} failed: {exc}"
-        raise StretchError(msg) from exc
+        raise QueryFailed(str(query.name), str(exc)) from None
     error = query.exception() if ended else None
     if error is not None:
-        msg = f"query {query.name} failed: {error}"
-        raise StretchError(msg)
+        raise QueryFailed(str(query.name), str(error))
     return ended
+
+
+def _started(start: Callable[[], StreamingQuery]) -> StreamingQuery:
+    """Start a query and wait until it set up its source; return it.
+
+    Spark gives a Python source's process a fixed 10 s to connect back to the JVM, which a
+    machine busy with other work can miss; the query then failed before it read anything,
+    and it is started again (same checkpoint) up to ``START_ATTEMPTS`` times in all.
+
+    Raises:
+        QueryFailed: the query failed otherwise, or missed the 10 s every time.
+
+    """
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            return _initialized(start())
+        except QueryFailed as failure:
+            if _CONNECT_BACK not in failure.detail or attempt == START_ATTEMPTS:
+                raise
+            logger.info("query %s: %s; starting it again", failure.query, _CONNECT_BACK)
+    raise AssertionError  # the loop returns or raises
+
+
+def _initialized(query: StreamingQuery) -> StreamingQuery:
+    """Wait until ``query`` has set up its source; return it.
+
+    Each Python source starts a Python process that must connect back to the JVM within
+    Spark's fixed 10 s: the queries start one after another, before any micro-batch, so
+    that these processes do not compete for a busy machine's cores.
+
+    Raises:
+        QueryFailed: the query failed meanwhile.
+        StretchError: it was still initializing after ``INIT_TIMEOUT_S``.
+
+    """
+    deadline = time.monotonic() + INIT_TIMEOUT_S
+    while query.isActive and query.status["message"] == _INITIALIZING:
+        if time.monotonic() > deadline:
+            msg = f"query {query.name} did not set up its source in {INIT_TIMEOUT_S} s"
+            raise StretchError(msg)
+        time.sleep(0.05)
+    _check_failed(query)
+    return query
+
+
+def _check_failed(query: StreamingQuery) -> None:
+    """Raise ``QueryFailed`` if ``query`` ended with a failure."""
+    error = None if query.isActive else query.exception()
+    if error is not None:
+        raise QueryFailed(str(query.name), str(error))
 
 
 def _await(query: StreamingQuery) -> None:
@@ -268,26 +389,57 @@ class _Progress:
         self._out.flush()
 
 
-def run_pipeline(spark: SparkSession, config: PipelineConfig, out: TextIO) -> PipelineResult:
+def run_pipeline(
+    spark: SparkSession,
+    config: PipelineConfig,
+    out: TextIO,
+    prepared: Prepared | None = None,
+) -> PipelineResult:
     """Run the job to the end of its inputs; print progress lines to ``out``.
+
+    Args:
+        spark: The session.
+        config: What to run.
+        out: Where progress lines go.
+        prepared: ``prepare(config)``'s result if the caller already checked (before
+            starting Spark); else it is done here.
 
     Raises:
         InputError: bad inputs or a name clash on the sidecar.
-        StretchError: a query failed (its message names why) or the output did not finish.
+        StretchError: a query failed (one line naming why; Spark's traces appended to
+            ``config.log``) or the output did not finish.
 
     """
     started = time.monotonic()
-    sources, created = _ensure_operator(config)
-    feeds = _feeds(config, sources)
+    prepared = prepared or prepare(config)
+    feeds, created = prepared.feeds, prepared.created
     if created:  # the writers' checkpoints belong to an operator that is gone
-        for source, _ in feeds:
-            shutil.rmtree(config.checkpoint / f"in{source}", ignore_errors=True)
+        for feed in feeds:
+            shutil.rmtree(config.checkpoint / f"in{feed.source}", ignore_errors=True)
     out.write(
         f"{'created' if created else 'continuing'} {config.name!r} ({config.operator}) on "
-        f"{config.url}; {sources} source(s) from {', '.join(str(d) for _, d in feeds)}\n"
+        f"{config.url}; {len(feeds)} source(s) from "
+        f"{', '.join(str(f.directory) for f in feeds)} (files in name order)\n"
     )
-    writers = [_writer(spark, config, source, directory) for source, directory in feeds]
-    reader = _reader(spark, config)
+    try:
+        return _run(spark, config, out, feeds, created, started)
+    except QueryFailed as failure:
+        raise explain(
+            failure, feeds, config.checkpoint, config.allowed_lateness_ms, config.log
+        ) from None
+
+
+def _run(
+    spark: SparkSession,
+    config: PipelineConfig,
+    out: TextIO,
+    feeds: Sequence[Feed],
+    created: bool,
+    started: float,
+) -> PipelineResult:
+    # The reader first: each query's source process starts before any micro-batch runs.
+    reader = _started(partial(_reader, spark, config))
+    writers = [_started(partial(_writer, spark, config, feed)) for feed in feeds]
     progress = _Progress(config, writers, reader, out, started)
     try:
         deadline = time.monotonic() + QUERY_TIMEOUT_S
@@ -296,10 +448,12 @@ def run_pipeline(spark: SparkSession, config: PipelineConfig, out: TextIO) -> Pi
                 if time.monotonic() > deadline:
                     msg = f"query {query.name} did not finish in {QUERY_TIMEOUT_S} s"
                     raise StretchError(msg)
+                for other in [*writers, reader]:  # the first failure ends the job
+                    _check_failed(other)
                 progress.tick()
         with _client(config) as client:
-            for source, _ in feeds:
-                client.close_source(config.name, source)
+            for feed in feeds:
+                client.close_source(config.name, feed.source)
             status = _wait_finished(client, config.name)
             reconfigurations = client.reconfigurations(config.name)
         _caught_up(reader, int(status["output"]["end_offset"]), progress)

@@ -162,6 +162,11 @@ class LocalSidecars:
         self.url = ",".join(urls)
         return self.url
 
+    def terminate(self) -> None:
+        """SIGTERM every process, without waiting (from a signal handler)."""
+        for process in self._processes:
+            process.terminate()
+
     def stop(self) -> None:
         """SIGTERM every process and wait for it (SIGKILL after ``STOP_TIMEOUT_S``)."""
         for process in self._processes:

@@ -8,6 +8,8 @@ docs/spark.md.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
@@ -18,6 +20,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from stretch.client import ServiceError
+from stretch.errors import InputError
+from stretch.spark.files import OrderedFiles
 from stretch.spark.options import ReaderOptions, WriterOptions
 from stretch.spark.reader import StretchBatchReader, StretchStreamReader, output_schema
 from stretch.spark.writer import StretchStreamWriter
@@ -59,16 +63,24 @@ class StretchDataSource(DataSource):
 
 
 def _create(options: WriterOptions) -> None:
-    """Create the operator unless it exists (an existing one is kept as it is)."""
+    """Create the operator unless it exists as ``create`` says and its source is open.
+
+    Raises:
+        InputError: an operator of that name exists as another operator, with other
+            parameters, or with this writer's source closed (a finished run): naming it
+            and the way out.
+
+    """
     assert options.create is not None
     body = dict(options.create)
     with options.client() as client:
         try:
-            client.status(options.operator)
+            status = client.status(options.operator)
         except ServiceError as exc:
             if exc.status != _NOT_FOUND:
                 raise
         else:
+            _reusable(options, body, status)
             return
         try:
             client.create_operator(
@@ -85,6 +97,36 @@ def _create(options: WriterOptions) -> None:
                 raise
 
 
+def _reusable(options: WriterOptions, body: dict[str, Any], status: dict[str, Any]) -> None:
+    """Check that the existing operator ``status`` is the one ``create`` describes, open.
+
+    Raises:
+        InputError: naming the operator, what differs, and the way out.
+
+    """
+    name = options.operator
+    way_out = (
+        f"delete it first (DELETE /v1/operators/{name}, StretchClient.delete_operator) or "
+        "give the writer a new name (option 'operator')"
+    )
+    asked = (str(body["operator"]), {str(k): str(v) for k, v in (body.get("params") or {}).items()})
+    running = (str(status["operator"]), {str(k): str(v) for k, v in status["params"].items()})
+    if asked != running:
+        msg = (
+            f"option 'create': operator {name!r} exists as {running[0]} with params "
+            f"{running[1]}, not as {asked[0]} with params {asked[1]}; {way_out}"
+        )
+        raise InputError(msg)
+    sources = status["sources"]
+    if options.source < len(sources) and sources[options.source]["closed"]:
+        msg = (
+            f"option 'create': operator {name!r} exists and its source {options.source} is "
+            f"closed (a finished run); {way_out}"
+        )
+        raise InputError(msg)
+
+
 def register(spark: SparkSession) -> None:
-    """Register the ``stretch`` data source with ``spark``."""
+    """Register the ``stretch`` data source with ``spark``, and ``stretch-files``."""
     spark.dataSource.register(StretchDataSource)
+    spark.dataSource.register(OrderedFiles)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -129,3 +130,26 @@ def test_the_writer_creates_the_operator_and_forwards_the_querys_watermark(
     while client.status("watermark")["watermarks"][0] != expected:
         assert time.monotonic() < deadline, client.status("watermark")["watermarks"]
         time.sleep(0.02)
+
+
+def test_create_refuses_a_finished_operator_or_other_params_naming_the_way_out(
+    spark: SparkSession, client: StretchClient, sidecar: str, tmp_path: Path
+) -> None:
+    write_files(rows(np.arange(0, 1000, 100)), tmp_path / "in", files=1)
+    client.create_operator("rerun", "forward", FORWARD)
+    client.close_source("rerun", 0)  # a finished run
+
+    def start(params: dict[str, object], checkpoint: str) -> None:
+        create = json.dumps({"operator": "forward", "params": params})
+        query = stream_into(spark, sidecar, "rerun", 0, tmp_path / "in", tmp_path / checkpoint,
+                            create=create)  # fmt: skip
+        finish(query)
+
+    way_out = "delete it first (DELETE /v1/operators/rerun"
+    with pytest.raises(Exception, match=r"operator 'rerun' exists and its source 0 is closed"):
+        start(FORWARD, "ck1")
+    with pytest.raises(Exception, match=re.escape(way_out)):
+        start(FORWARD, "ck2")
+    with pytest.raises(Exception, match=r"operator 'rerun' exists as forward with params"):
+        start({"columns": "v:float", "inputs": 1}, "ck3")
+    assert client.status("rerun")["sources"][0]["tuples_in"] == 0

@@ -1,0 +1,145 @@
+"""A failed query of ``stretch pipeline`` told in one line; Spark's traces to a log file.
+
+Spark reports a query's failure as the Java exception around the Python worker's
+traceback around the sidecar's answer: hundreds of lines, the useful one in the middle.
+``explain`` keeps the whole text in the job's log file and makes one line of it: the
+error our code raised (the last ``stretch.*`` exception of the traces), and for rows
+refused as late, the input file they came from and the options that would accept them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from stretch.errors import StretchError
+from stretch.spark.files import FILE
+from stretch.spark.preflight import Feed
+
+__all__ = ["QueryFailed", "batch_files", "cause", "explain", "late_file"]
+
+logger = logging.getLogger(__name__)
+
+_OURS = re.compile(r"^\s*((?:stretch|api)\.[\w.]*(?:Error|Exception)): (.+?)\s*$", re.MULTILINE)
+_PYSPARK = re.compile(r"^\s*(pyspark\.[\w.]*(?:Error|Exception)): (.+?)\s*$", re.MULTILINE)
+_LATE = re.compile(r"row (\d+) has ts (-?\d+), before the released watermark (-?\d+)")
+_WRITER = re.compile(r"-in(\d+)$")
+_MAX_LINE = 400
+
+
+class QueryFailed(StretchError):
+    """A query of the job failed; ``detail`` is Spark's whole account of it.
+
+    Args:
+        query: The query's name.
+        detail: Spark's failure text (Java and Python traces).
+
+    """
+
+    def __init__(self, query: str, detail: str) -> None:
+        super().__init__(f"query {query} failed: {cause(detail)}")
+        self.query = query
+        self.detail = detail
+
+
+def cause(detail: str) -> str:
+    """The line of a failure text that says why: the last error our code raised.
+
+    Else the last PySpark error of a Python worker, else the text's first line (cut at
+    400 characters).
+    """
+    for pattern in (_OURS, _PYSPARK):
+        found = pattern.findall(detail)
+        if found:
+            line = str(found[-1][1])
+            return line if len(line) <= _MAX_LINE else line[:_MAX_LINE] + " ..."
+    lines = [line.strip() for line in detail.splitlines() if line.strip()]
+    first = lines[0] if lines else "(no message)"
+    return first if len(first) <= _MAX_LINE else first[:_MAX_LINE] + " ..."
+
+
+def batch_files(checkpoint: Path, feed: Feed) -> tuple[int, list[Path]] | None:
+    """The last micro-batch a writing query planned, and its files in reading order.
+
+    Read from the query's offset log (``checkpoint/offsets/N``, the ``stretch-files``
+    offsets ``{"file": NAME}``): batch N holds the files after batch N-1's last file, up
+    to its own. None if the log is not there.
+    """
+    offsets = checkpoint / "offsets"
+    batches = sorted(int(p.name) for p in offsets.glob("[0-9]*") if p.name.isdigit())
+    if not batches:
+        return None
+    batch = batches[-1]
+    end = _last_file(offsets / str(batch))
+    start = _last_file(offsets / str(batch - 1)) if batch - 1 in batches else ""
+    if end is None or start is None:
+        return None
+    return batch, [path for path in feed.files if start < path.name <= end]
+
+
+def _last_file(path: Path) -> str | None:
+    """The ``file`` of an offset log entry (its last line is the source's offset)."""
+    try:
+        offset = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+    value = offset.get(FILE) if isinstance(offset, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def late_file(files: Sequence[Path], feed: Feed, row: int) -> Path | None:
+    """The file holding row ``row`` (1-based) of a micro-batch made of ``files`` in order."""
+    rows = dict(zip(feed.files, feed.rows, strict=True))
+    seen = 0
+    for path in files:
+        seen += rows.get(path, 0)
+        if row <= seen:
+            return path
+    return None
+
+
+def explain(
+    failure: QueryFailed,
+    feeds: Sequence[Feed],
+    checkpoint: Path,
+    allowed_lateness_ms: int | None,
+    log: Path | None,
+) -> StretchError:
+    """One line for ``failure``: its cause, where late rows came from, where the traces are.
+
+    Appends Spark's whole text to ``log`` (if given) and logs it at INFO (stderr with
+    ``-v``).
+    """
+    logger.info("%s failed:\n%s", failure.query, failure.detail)
+    line = str(failure)
+    late = _LATE.search(line)
+    writer = _WRITER.search(failure.query)
+    if late and writer and int(writer.group(1)) < len(feeds):
+        feed = feeds[int(writer.group(1))]
+        row, ts, released = (int(g) for g in late.groups())
+        planned = batch_files(checkpoint / f"in{feed.source}", feed)
+        if planned is not None:
+            batch, files = planned
+            path = late_file(files, feed, row)
+            came = (
+                f"row {row} came from {path}"
+                if path is not None
+                else f"the rows came from {', '.join(map(str, files))}"
+            )
+            line += f"; {came} (micro-batch {batch})"
+        needed = (allowed_lateness_ms or 0) + released - ts
+        line += (
+            f"; to accept late rows run again with --allowed-lateness-ms {needed} (or more: "
+            f"this row is {released - ts} ms late) under a new --name and --checkpoint (this "
+            "operator's watermark has passed them), or drop them with --late-rows drop"
+        )
+    if log is not None:
+        with log.open("a", encoding="utf-8") as out:
+            out.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {failure.query} failed\n")
+            out.write(failure.detail.rstrip() + "\n")
+        line += f" (Spark's traces: {log})"
+    return StretchError(line)

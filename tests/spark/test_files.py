@@ -1,0 +1,91 @@
+"""The ``stretch-files`` source's plan (no Spark session): files in name order, whatever mtimes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
+
+from stretch.errors import SchemaError
+from stretch.model.schema import Schema
+from stretch.spark.files import FILE, FilePart, OrderedFilesReader, input_files, spark_schema
+
+SCHEMA = Schema.of(v="int")
+
+
+def write_parts(directory: Path, names: list[str]) -> None:
+    """One small file per name, every one with the same modification time."""
+    directory.mkdir()
+    for k, name in enumerate(names):
+        path = directory / name
+        pq.write_table(pa.table({"ts": [k], "v": [k * 10]}), path)
+        os.utime(path, (1_000_000, 1_000_000))
+
+
+def test_files_are_taken_in_name_order_within_the_limit(tmp_path: Path) -> None:
+    names = ["part-00003.parquet", "part-00000.parquet", "part-00002.parquet", "part-00001.parquet"]
+    write_parts(tmp_path / "in", names)
+    (tmp_path / "in" / "_SUCCESS").write_text("")
+    (tmp_path / "in" / ".part-00000.parquet.crc").write_text("")
+    (tmp_path / "in" / "_spark_metadata").mkdir()
+    assert [p.name for p in input_files(tmp_path / "in")] == sorted(names)
+
+    reader = OrderedFilesReader(tmp_path / "in", spark_schema(SCHEMA), max_files=3)
+    assert reader.getDefaultReadLimit() == ReadMaxFiles(3)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxFiles(3))
+    assert end == {FILE: "part-00002.parquet"}
+    parts = reader.partitions(start, end)
+    assert [Path(p.path).name for p in parts if isinstance(p, FilePart)] == sorted(names)[:3]
+    last = reader.latestOffset(end, ReadMaxFiles(3))
+    assert last == {FILE: "part-00003.parquet"}
+    assert reader.latestOffset(last, ReadMaxFiles(3)) == last  # nothing new
+
+
+def test_available_now_stops_at_the_files_present_at_its_start(tmp_path: Path) -> None:
+    write_parts(tmp_path / "in", ["a.parquet", "b.parquet"])
+    reader = OrderedFilesReader(tmp_path / "in", spark_schema(SCHEMA), max_files=None)
+    assert reader.getDefaultReadLimit() == ReadAllAvailable()
+    reader.prepareForTriggerAvailableNow()
+    pq.write_table(pa.table({"ts": [9], "v": [9]}), tmp_path / "in" / "c.parquet")
+    assert reader.latestOffset(reader.initialOffset(), ReadAllAvailable()) == {FILE: "b.parquet"}
+
+
+def test_a_file_is_read_checked_and_cast_like_replays_inputs(tmp_path: Path) -> None:
+    path = tmp_path / "p.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "extra": ["x", "y"],
+                "v": pa.array([1, 2], pa.int32()),
+                "ts": pa.array([1500, 2500], pa.timestamp("us", "UTC")),
+            }
+        ),
+        path,
+    )
+    reader = OrderedFilesReader(tmp_path, spark_schema(SCHEMA), max_files=None)
+    (batch,) = list(reader.read(FilePart(str(path))))
+    assert batch.schema.names == ["ts", "v"]
+    assert batch.column(0).to_pylist() == [1, 2]  # us floored to ms
+    assert batch.column(1).type == pa.int64()
+
+    pq.write_table(pa.table({"ts": [1], "v": ["text"]}), path)
+    with pytest.raises(SchemaError, match=r"p\.parquet: row 1, column 'v': expected int"):
+        list(reader.read(FilePart(str(path))))
+
+
+def test_the_spark_schema_maps_the_sidecars_types() -> None:
+    schema = spark_schema(Schema.of(a="int", b="float", c="bool", d="str"))
+    assert [f.dataType.simpleString() for f in schema.fields] == [
+        "bigint",
+        "bigint",
+        "double",
+        "boolean",
+        "string",
+    ]
+    assert np.array_equal(schema.fieldNames(), ["ts", "a", "b", "c", "d"])
