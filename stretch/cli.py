@@ -400,7 +400,12 @@ def _parser() -> argparse.ArgumentParser:
         "--files", type=int, default=13, help="Parquet files (micro-batches) of the day"
     )
     demo.add_argument(
-        "--workdir", metavar="DIR", help="keep inputs and output here (default: a temp dir)"
+        "--keep",
+        "--workdir",
+        dest="workdir",
+        metavar="DIR",
+        help="write the trades, the pairs and the checkpoints here and keep them (default: "
+        "a temporary directory, deleted at the end)",
     )
     demo.set_defaults(run=_demo)
     return parser

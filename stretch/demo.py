@@ -73,7 +73,8 @@ def run_demo(
         parallelism: Instances of the hedge join in the sidecar.
         out: Where the story goes.
         files: Parquet files (and so micro-batches) the day is cut into.
-        workdir: Where inputs, output and checkpoints go (default: a temporary directory).
+        workdir: Where inputs, output and checkpoints go and stay (default: a temporary
+            directory, deleted at the end; the story says so).
         autoscale: The join's autoscale policy (None: ``parallelism`` instances throughout).
 
     """
@@ -88,8 +89,14 @@ def run_demo(
         out.write(
             f"A generated NYSE-like trading day: {rows:,} trades of 10 companies over "
             f"{span_s / 3600:.1f} hours (mean {rate:.1f}/s, bursts up to 8,000/s), in "
-            f"{files} Parquet files under {root / 'trades'}.\n"
-            "The hedge join pairs trades of different companies at most 30 s apart whose "
+            f"{files} Parquet files under {root / 'trades'}"
+            + (
+                ".\n"
+                if workdir
+                else " (a temporary directory, deleted when the demo ends; --keep DIR "
+                "keeps the trades, the pairs and the checkpoints).\n"
+            )
+            + "The hedge join pairs trades of different companies at most 30 s apart whose "
             "prices deviate from their averages in opposite directions by about the same "
             "share.\n"
         )
@@ -146,6 +153,12 @@ def run_demo(
         )
     )
     out.write(describe_reconfigurations(result.reconfigurations))
+    out.write(
+        f"The trades, the pairs ({root / 'pairs'}) and the checkpoints are kept in {root}.\n"
+        if workdir
+        else "The trades and pairs were in a temporary directory, now deleted: "
+        "--keep DIR keeps them.\n"
+    )
     if pairs.num_rows:
         counts = (
             pa.TableGroupBy(pairs, ["l_symbol", "r_symbol"])
