@@ -15,8 +15,10 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 import pyarrow as pa
@@ -153,6 +155,8 @@ def run_demo(
         )
     )
     out.write(describe_reconfigurations(result.reconfigurations))
+    if autoscale is not None:
+        out.write(_scaling_story(parallelism, result.reconfigurations))
     out.write(
         f"The trades, the pairs ({root / 'pairs'}) and the checkpoints are kept in {root}.\n"
         if workdir
@@ -171,3 +175,18 @@ def run_demo(
                 f"  {row['l_symbol']:>5} ~ {row['r_symbol']:<5} {row['l_price_count']:,} pairs\n"
             )
     return identical
+
+
+def _scaling_story(start: int, entries: Sequence[Mapping[str, Any]]) -> str:
+    """One line: how the autoscaler moved the join's parallelism over the day."""
+    path = [start, *(int(entry["to"]) for entry in entries)]
+    ups = sum(1 for a, b in pairwise(path) if b > a)
+    downs = sum(1 for a, b in pairwise(path) if b < a)
+    if not entries:
+        return f"The autoscaler kept {start} instance(s) throughout.\n"
+    return (
+        f"The autoscaler held {start} instance(s) until the first trades had arrived "
+        f"(its warm-up), then scaled up {ups} time(s) under the micro-batches' bursts (to "
+        f"{max(path)} at most) and down {downs} time(s) after them: "
+        f"{' -> '.join(map(str, path))}.\n"
+    )
