@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from api.mapping import FullMapping
 from api.registry import OperatorRegistry
 from api.schemas import (
     CheckpointInfo,
@@ -79,6 +80,12 @@ async def list_operators(operators: Registry) -> list[OperatorStatus]:
 async def get_operator(name: NAME, operators: Registry) -> OperatorStatus:
     """Epoch, parallelism, mapping, watermark per source, counters."""
     return operators.get(name).status()
+
+
+@router.get("/{name}/mapping", response_model=FullMapping, responses=ERRORS)
+async def get_mapping(name: NAME, operators: Registry) -> FullMapping:
+    """f_mu in force: entry g is the instance of key group g (-1: another shard's)."""
+    return operators.get(name).mapping()
 
 
 @router.delete("/{name}", status_code=204, responses=ERRORS)

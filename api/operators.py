@@ -28,6 +28,7 @@ from api.durability import OperatorJournal, checkpoint_contents
 from api.errors import ConflictError, NotFoundError, TooLargeError
 from api.latency import ArrivalClock, LatencyObserver
 from api.limits import ServiceLimits
+from api.mapping import FullMapping, summarize
 from api.metrics import OperatorSnapshot, ServiceMetrics
 from api.schemas import (
     CheckpointInfo,
@@ -372,6 +373,13 @@ class ManagedOperator:
             ],
         )
 
+    def mapping(self) -> FullMapping:
+        """The body of ``GET /v1/operators/{name}/mapping``: f_mu in force, every entry."""
+        status = self.pipeline.status()
+        return FullMapping(
+            epoch=status.epoch, parallelism=status.parallelism, mapping=list(status.mapping)
+        )
+
     def status(self) -> OperatorStatus:
         """The body of ``GET /v1/operators/{name}``."""
         status = self.pipeline.status()
@@ -397,7 +405,7 @@ class ManagedOperator:
             parallelism=status.parallelism,
             max_parallelism=status.max_parallelism,
             max_batch_rows=self.max_batch_rows,
-            mapping=list(status.mapping),
+            mapping=summarize(status.mapping, status.parallelism, shard),
             watermarks=[s.watermark for s in sources],
             sources=sources,
             instances=[InstanceStatus.model_validate(asdict(i)) for i in status.instances],

@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from api.durability import StateDirectory, decode_record, snapshot_of
@@ -25,6 +26,7 @@ from api.metrics import OperatorSnapshot, ServiceMetrics
 from api.operators import ManagedOperator
 from controller import PolicyConfig
 from stretch.errors import OperatorError, StretchError
+from stretch.model.oplus import OPlus
 from stretch.operators.catalog import CATALOG, build
 from stretch.vsn import Pipeline, RuntimeSettings, Shard, setup
 
@@ -131,7 +133,7 @@ class OperatorRegistry:
         assert self.state is not None
         stored = self.state.read(name)
         spec = stored.spec
-        op = build(spec["operator"], spec["params"])
+        op = build_instance(name, spec["operator"], spec["params"])
         shard = spec.get("shard")
         settings = self._settings(
             spec["capacity"], spec["allowed_lateness_ms"], None if shard is None else Shard(*shard)
@@ -201,7 +203,7 @@ class OperatorRegistry:
             if name in self._operators or name in self._restoring or name in self._failed:
                 msg = f"an operator named {name!r} already exists; delete it first"
                 raise ConflictError(msg)
-            op = build(operator, params)
+            op = build_instance(name, operator, params)
             n = max_parallelism or max(parallelism, DEFAULT_MAX_PARALLELISM)
             self._check_limits(name, n)
             pipeline = setup(
@@ -344,3 +346,13 @@ class OperatorRegistry:
                 "failed": dict(self._failed),
                 "checkpoint_interval_s": self.checkpoint_interval_s,
             }
+
+
+def build_instance(name: str, operator: str, params: Mapping[str, Any]) -> OPlus:
+    """The O+ of catalog ``operator`` named after its instance ``name``.
+
+    The runtime names its operator in every message (a late row: ``source 0 of
+    'bi-sj'``), its threads and its logs; a service may run several instances of one
+    catalog operator, so the instance's name is the one that tells them apart.
+    """
+    return replace(build(operator, params), name=name)

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from api.mapping import MappingSummary
 from controller import PolicyConfig
 from stretch.model.schema import TS_MAX_MS, TS_MIN_MS
 
@@ -200,7 +201,9 @@ class OperatorStatus(BaseModel):
     parallelism: int
     max_parallelism: int
     max_batch_rows: int = Field(description="the largest batch a source takes (else 413)")
-    mapping: list[int] = Field(description="f_mu: key group -> instance, in force now")
+    mapping: MappingSummary = Field(
+        description="f_mu in force now, per instance (GET .../mapping: every entry)"
+    )
     watermarks: list[int | None] = Field(description="per source")
     sources: list[SourceStatus]
     instances: list[InstanceStatus]

@@ -1,7 +1,11 @@
 """The control loop: sample the load, ask the policy, apply its decision through reconfigure.
 
 Each period the loop takes one ``LoadSnapshot``, asks the configured policy and, when the
-decision changes the parallelism, applies it. Four rules keep it from flapping:
+decision changes the parallelism, applies it. Five rules keep it from flapping:
+
+* **warm-up**: no change rests on a load measured before the operator's first input, or
+  over a period that began before it (the policies hold; ``LoadSnapshot.warming_up``): an
+  operator created ahead of its data is idle, not over-provisioned;
 
 * **pending**: while the reconfiguration it requested is not in force (the snapshot's
   epoch is older), it holds: a switch completes only when the instances reach it, and a

@@ -8,6 +8,7 @@ work one thread has been seen to do per busy second.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 __all__ = ["LoadSnapshot"]
@@ -32,6 +33,10 @@ class LoadSnapshot:
             with work (this one if it had any); None until some work was measured.
         unit: What work is counted in (``"comparisons"`` or ``"tuples"``).
         epoch: The reconfiguration epoch in force at ``time_s``; None if unknown.
+        input_for_s: Seconds the operator has had input, counted from the end of the
+            first sampled period in which input arrived (0 in that period); None while no
+            input has arrived; infinity (the default) when not measured. A period whose
+            load was measured wholly after the first input has ``input_for_s >= period_s``.
 
     """
 
@@ -47,6 +52,7 @@ class LoadSnapshot:
     capacity: float | None = None
     unit: str = "tuples"
     epoch: int | None = None
+    input_for_s: float | None = math.inf
 
     @property
     def load(self) -> float:
@@ -57,3 +63,20 @@ class LoadSnapshot:
     def total_load(self) -> float:
         """The busy fractions added up: how many fully busy threads the work took."""
         return sum(self.busy)
+
+    @property
+    def warming_up(self) -> str | None:
+        """Why this load cannot be judged yet (the warm-up rule), or None when it can.
+
+        A load measured before any input arrived, or over a period that began before the
+        first input, says nothing about the work the input causes (an idle operator is at
+        0% whatever its input will be).
+        """
+        if self.input_for_s is None:
+            return "warming up: no input yet"
+        if self.input_for_s < self.period_s:
+            return (
+                f"warming up: input for {self.input_for_s:.2f} s, less than a "
+                f"{self.period_s:.2f} s period"
+            )
+        return None

@@ -11,7 +11,9 @@
   drain within a period) over the capacity one thread was measured to have, so it reacts
   to a rate change before the threads are saturated.
 
-Both are bounded by the configured minimum and maximum parallelism.
+Both are bounded by the configured minimum and maximum parallelism, and both hold while
+the operator warms up: no decision rests on a load measured before its first input, or
+over a period that began before it (``LoadSnapshot.warming_up``).
 """
 
 from __future__ import annotations
@@ -146,6 +148,12 @@ def _judge(
     average = total / m
     figures = f"{what}: {total:.2f} threads' work over {m} = {average:.0%} average"
     upper, target, lower = (f"{x * 100:g}%" for x in (config.upper, config.target, config.lower))
+    warming = snapshot.warming_up
+    if warming is not None:
+        figures = f"{warming}; {figures} not judged"
+        if low <= m <= high:
+            return Decision(m, "hold", figures, average)
+        return _into_bounds(m, low, high, figures, average)
     if average > config.upper + _EPS:
         new = max(min(math.ceil(total / config.target - _EPS), high), low)
         if new <= m:
@@ -162,7 +170,12 @@ def _judge(
             return Decision(m, "hold", f"{figures}, below {lower}, {why}", average)
         return Decision(new, "decommission", f"{figures} < {lower}: {new} near {target}", average)
     if not low <= m <= high:
-        new = min(max(m, low), high)
-        kind: Literal["provision", "decommission"] = "provision" if new > m else "decommission"
-        return Decision(new, kind, f"{figures}; outside the bounds {low}..{high}", average)
+        return _into_bounds(m, low, high, figures, average)
     return Decision(m, "hold", f"{figures}, within {lower}..{upper}", average)
+
+
+def _into_bounds(m: int, low: int, high: int, figures: str, average: float) -> Decision:
+    """Back into ``low..high`` from an ``m`` outside it."""
+    new = min(max(m, low), high)
+    kind: Literal["provision", "decommission"] = "provision" if new > m else "decommission"
+    return Decision(new, kind, f"{figures}; outside the bounds {low}..{high}", average)

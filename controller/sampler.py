@@ -38,6 +38,9 @@ class PipelineSampler:
         # Kept from the latest period with work: an instance's busy time counts when a batch
         # is done, so a period inside a long batch (a backlog) shows no work.
         self._capacity: float | None = None
+        # The end of the first period with input (the warm-up rule); a pipeline restored
+        # with input already in it is warm from now on.
+        self._input_since: float | None = self._last[0] if sum(self._last[1].rows) else None
 
     def sample(self) -> LoadSnapshot | None:
         """The load since the previous call, or None if no time has passed."""
@@ -68,6 +71,8 @@ class PipelineSampler:
             unit = "tuples"
         if busy_s > 0 and work > 0:
             self._capacity = work / busy_s
+        if self._input_since is None and sum(added) > 0:
+            self._input_since = now_s
         return LoadSnapshot(
             time_s=now_s,
             period_s=period,
@@ -81,4 +86,5 @@ class PipelineSampler:
             capacity=self._capacity,
             unit=unit,
             epoch=counters.epoch,
+            input_for_s=None if self._input_since is None else now_s - self._input_since,
         )

@@ -4,8 +4,8 @@ Three rooms, each depending only on the ones before it:
 
 * ``stretch.model``: the O+ model (``OPlus``, ``Schema``) and the sequential SN reference
   runtime (``run_sn``, ``SNRuntime``);
-* ``stretch.operators``: the operator catalog (``build``, ``register``,
-  ``load_operators``), compiled band joins with a user's predicate (``band_join``) and
+* ``stretch.operators``: the operator catalog (``build``, ``register`` with its
+  ``Param``, ``load_operators``), compiled band joins with a user's predicate (``band_join``) and
   the kernels;
 * ``stretch.vsn``: the VSN runtime (``setup`` gives a running ``Pipeline``; ``run_vsn``
   runs tables through one).
@@ -31,7 +31,7 @@ from stretch.model.schema import Schema
 from stretch.model.sn import SNRuntime, run_sn
 
 if TYPE_CHECKING:
-    from stretch.operators.catalog import CATALOG, build, load_operators, register
+    from stretch.operators.catalog import CATALOG, Param, build, load_operators, register
     from stretch.operators.compiled_join import band_join
     from stretch.vsn import Pipeline, run_vsn, setup
 
@@ -44,6 +44,7 @@ __all__ = [
     "OperatorError",
     "Pipeline",
     "OutputTime",
+    "Param",
     "ReconfigurationError",
     "SNRuntime",
     "Schema",
@@ -69,6 +70,7 @@ except PackageNotFoundError:  # a source tree that was never installed
 
 _LAZY = {
     "CATALOG": "stretch.operators.catalog",
+    "Param": "stretch.operators.catalog",
     "build": "stretch.operators.catalog",
     "load_operators": "stretch.operators.catalog",
     "register": "stretch.operators.catalog",

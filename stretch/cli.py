@@ -23,8 +23,14 @@ import pyarrow as pa
 from stretch import __version__
 from stretch.bench import BENCHMARKS, DEFAULT_OUTPUT, run_benchmark, split_output
 from stretch.errors import InputError, StretchError
-from stretch.generate import GENERATORS
+from stretch.generate import DEFAULT_ROWS, GENERATORS
 from stretch.io import FORMATS, read_table, write_table
+from stretch.join_estimate import (
+    DEFAULT_WS_MS,
+    REFUSE_COMPARISONS,
+    REFUSE_PAIRS,
+    estimate_join,
+)
 from stretch.model.schema import TS, ColumnType, conform
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import CATALOG, build, load_operators
@@ -38,6 +44,9 @@ MAX_PARALLELISM = 64
 """The most instances of an operator (the pool size limit of the VSN runtime's gates)."""
 
 log = logging.getLogger("stretch")
+
+PROGRESS_ROWS = 1_000_000
+"""Rows per stream from which ``stretch generate`` reports its stages on stderr."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -179,7 +188,14 @@ def _parser() -> argparse.ArgumentParser:
         "stream (section 8.6); tweets: for wordcount, paircount, longest_tweet.",
     )
     generate.add_argument("kind", choices=sorted(GENERATORS))
-    generate.add_argument("--rows", type=int, default=10_000, help="rows per stream")
+    generate.add_argument(
+        "--rows",
+        type=int,
+        default=None,
+        help="rows per stream (default "
+        + ", ".join(f"{kind} {rows}" for kind, rows in sorted(DEFAULT_ROWS.items()))
+        + ")",
+    )
     generate.add_argument(
         "--rate",
         type=float,
@@ -193,6 +209,13 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         metavar="PATH",
         help="output file per stream; with one PATH for scalejoin, writes PATH's stem + _l and _r",
+    )
+    generate.add_argument(
+        "--force",
+        action="store_true",
+        help="write streams whose join would write over "
+        f"{REFUSE_PAIRS:.0e} rows or compare over {REFUSE_COMPARISONS:.0e} pairs "
+        "(refused otherwise; over a hundredth of that is a warning)",
     )
     generate.set_defaults(run=_generate)
 
@@ -413,7 +436,12 @@ def _parser() -> argparse.ArgumentParser:
         "--files", type=int, default=13, help="Parquet files (micro-batches) of the day"
     )
     demo.add_argument(
-        "--workdir", metavar="DIR", help="keep inputs and output here (default: a temp dir)"
+        "--keep",
+        "--workdir",
+        dest="workdir",
+        metavar="DIR",
+        help="write the trades, the pairs and the checkpoints here and keep them (default: "
+        "a temporary directory, deleted at the end)",
     )
     demo.set_defaults(run=_demo)
     return parser
@@ -545,10 +573,20 @@ def _csv_value(value: object) -> str:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    rows = DEFAULT_ROWS[args.kind] if args.rows is None else args.rows
+    progress = _GenerateProgress(rows >= PROGRESS_ROWS)
+    progress.stage(f"generating {rows:,} rows per stream of {args.kind}")
     try:
-        tables = GENERATORS[args.kind](rows=args.rows, rate=args.rate, seed=args.seed)
+        tables = GENERATORS[args.kind](rows=rows, rate=args.rate, seed=args.seed)
     except ValueError as exc:
         raise InputError(str(exc)) from exc
+    if args.kind in DEFAULT_WS_MS:
+        estimate = estimate_join(args.kind, tables)
+        if estimate.refused and not args.force:
+            msg = f"{estimate.describe(rows, args.rate)}; --force writes it anyway"
+            raise InputError(msg)
+        if estimate.explodes:
+            sys.stderr.write(f"warning: {estimate.describe(rows, args.rate)}\n")
     paths = [Path(p) for p in args.output]
     if len(paths) == 1 and len(tables) == 2:
         stem, suffix = paths[0].with_suffix(""), paths[0].suffix
@@ -557,9 +595,25 @@ def _generate(args: argparse.Namespace) -> int:
         msg = f"{args.kind} writes {len(tables)} stream(s); give {len(tables)} --output path(s)"
         raise InputError(msg)
     for table, path in zip(tables, paths, strict=True):
+        progress.stage(f"writing {path}")
         write_table(table, path)
         sys.stdout.write(f"wrote {table.num_rows} rows to {path}\n")
+    progress.stage("done")
     return 0
+
+
+class _GenerateProgress:
+    """Stage lines on stderr with the seconds since the start, for long runs only."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.start = time.perf_counter()
+
+    def stage(self, what: str) -> None:
+        if self.enabled:
+            elapsed_s = time.perf_counter() - self.start
+            sys.stderr.write(f"[{elapsed_s:6.1f} s] {what}\n")
+            sys.stderr.flush()
 
 
 def _bench(args: argparse.Namespace) -> int:

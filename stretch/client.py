@@ -460,6 +460,15 @@ class StretchClient:
         ]
         return epoch
 
+    def mapping(self, name: str) -> list[int]:
+        """f_mu in force, every entry: entry g is the instance of key group g.
+
+        The status (``status(name)["mapping"]``) has only a summary per instance; this
+        list is what ``reconfigure(name, mapping=...)`` takes back.
+        """
+        full: list[int] = self._request("GET", f"/v1/operators/{name}/mapping").json()["mapping"]
+        return full
+
     def set_autoscale(self, name: str, policy: str, **fields: float) -> dict[str, Any]:
         """Put ``name`` under an autoscale ``policy`` (``"threshold"`` or ``"model"``).
 

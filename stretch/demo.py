@@ -15,8 +15,10 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 import pyarrow as pa
@@ -73,7 +75,8 @@ def run_demo(
         parallelism: Instances of the hedge join in the sidecar.
         out: Where the story goes.
         files: Parquet files (and so micro-batches) the day is cut into.
-        workdir: Where inputs, output and checkpoints go (default: a temporary directory).
+        workdir: Where inputs, output and checkpoints go and stay (default: a temporary
+            directory, deleted at the end; the story says so).
         autoscale: The join's autoscale policy (None: ``parallelism`` instances throughout).
 
     """
@@ -88,8 +91,14 @@ def run_demo(
         out.write(
             f"A generated NYSE-like trading day: {rows:,} trades of 10 companies over "
             f"{span_s / 3600:.1f} hours (mean {rate:.1f}/s, bursts up to 8,000/s), in "
-            f"{files} Parquet files under {root / 'trades'}.\n"
-            "The hedge join pairs trades of different companies at most 30 s apart whose "
+            f"{files} Parquet files under {root / 'trades'}"
+            + (
+                ".\n"
+                if workdir
+                else " (a temporary directory, deleted when the demo ends; --keep DIR "
+                "keeps the trades, the pairs and the checkpoints).\n"
+            )
+            + "The hedge join pairs trades of different companies at most 30 s apart whose "
             "prices deviate from their averages in opposite directions by about the same "
             "share.\n"
         )
@@ -146,6 +155,14 @@ def run_demo(
         )
     )
     out.write(describe_reconfigurations(result.reconfigurations))
+    if autoscale is not None:
+        out.write(_scaling_story(parallelism, result.reconfigurations))
+    out.write(
+        f"The trades, the pairs ({root / 'pairs'}) and the checkpoints are kept in {root}.\n"
+        if workdir
+        else "The trades and pairs were in a temporary directory, now deleted: "
+        "--keep DIR keeps them.\n"
+    )
     if pairs.num_rows:
         counts = (
             pa.TableGroupBy(pairs, ["l_symbol", "r_symbol"])
@@ -158,3 +175,18 @@ def run_demo(
                 f"  {row['l_symbol']:>5} ~ {row['r_symbol']:<5} {row['l_price_count']:,} pairs\n"
             )
     return identical
+
+
+def _scaling_story(start: int, entries: Sequence[Mapping[str, Any]]) -> str:
+    """One line: how the autoscaler moved the join's parallelism over the day."""
+    path = [start, *(int(entry["to"]) for entry in entries)]
+    ups = sum(1 for a, b in pairwise(path) if b > a)
+    downs = sum(1 for a, b in pairwise(path) if b < a)
+    if not entries:
+        return f"The autoscaler kept {start} instance(s) throughout.\n"
+    return (
+        f"The autoscaler held {start} instance(s) until the first trades had arrived "
+        f"(its warm-up), then scaled up {ups} time(s) under the micro-batches' bursts (to "
+        f"{max(path)} at most) and down {downs} time(s) after them: "
+        f"{' -> '.join(map(str, path))}.\n"
+    )

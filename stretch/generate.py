@@ -23,18 +23,22 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 __all__ = [
+    "DEFAULT_ROWS",
     "GENERATORS",
     "HEDGE_AVG_PRICES",
     "HEDGE_PEAK_RATE",
     "HEDGE_START_MS",
+    "VALUE_HIGH",
+    "VALUE_LOW",
     "hedge",
     "scalejoin",
     "tweets",
 ]
 
-# Section 8.3: x, y, a and b uniform in [1, 10 000]; c and d (double, bool) ride along.
-_VALUE_LOW = 1
-_VALUE_HIGH = 10_000
+VALUE_LOW = 1
+"""Section 8.3: x, y, a and b are uniform in [VALUE_LOW, VALUE_HIGH]."""
+VALUE_HIGH = 10_000
+"""The upper end of scalejoin's values; c and d (double, bool) ride along."""
 
 # The last ts must stay far from int64 overflow whatever code adds to it later.
 _MAX_SPAN_MS = 2**62
@@ -108,16 +112,16 @@ def scalejoin(rows: int, rate: float, seed: int) -> list[pa.Table]:
     left = pa.table(
         {
             "ts": ts,
-            "x": rng.integers(_VALUE_LOW, _VALUE_HIGH + 1, rows, dtype=np.int64),
-            "y": rng.uniform(_VALUE_LOW, _VALUE_HIGH, rows),
+            "x": rng.integers(VALUE_LOW, VALUE_HIGH + 1, rows, dtype=np.int64),
+            "y": rng.uniform(VALUE_LOW, VALUE_HIGH, rows),
         }
     )
     right = pa.table(
         {
             "ts": ts,
-            "a": rng.integers(_VALUE_LOW, _VALUE_HIGH + 1, rows, dtype=np.int64),
-            "b": rng.uniform(_VALUE_LOW, _VALUE_HIGH, rows),
-            "c": rng.uniform(_VALUE_LOW, _VALUE_HIGH, rows),
+            "a": rng.integers(VALUE_LOW, VALUE_HIGH + 1, rows, dtype=np.int64),
+            "b": rng.uniform(VALUE_LOW, VALUE_HIGH, rows),
+            "c": rng.uniform(VALUE_LOW, VALUE_HIGH, rows),
             "d": rng.random(rows) < 0.5,
         }
     )
@@ -252,6 +256,11 @@ GENERATORS: dict[str, Callable[..., list[pa.Table]]] = {
     "tweets": tweets,
 }
 """Generators by the name of the catalog operator (or family) they feed."""
+
+DEFAULT_ROWS: dict[str, int] = {"scalejoin": 10_000, "hedge": 5_000, "tweets": 10_000}
+"""Rows per stream ``stretch generate`` writes by default: a replay of each with the
+catalog's defaults takes seconds (5 000 trades at 1 000/s are about 140 000 hedge pairs;
+hedge's output grows with rows squared while the trades span less than its 30 s window)."""
 
 
 def _check_stream(rows: int, rate: float) -> None:

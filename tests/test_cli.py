@@ -225,6 +225,35 @@ def test_generate_rejects_bad_arguments(tmp_path: Path) -> None:
     )
 
 
+def test_generate_refuses_a_join_that_explodes_unless_forced(tmp_path: Path) -> None:
+    """Issue 23: 100 000 trades are over 10**8 hedge pairs; say so before writing them."""
+    trades = tmp_path / "t.arrow"
+    args = ("generate", "hedge", "--rows", "100000", "--output", str(trades))
+    assert_clean_error(stretch(*args), "'hedge'", "--force", "--param ws", "rows")
+    assert not trades.exists()
+    forced = stretch(*args, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert read_table(trades).num_rows == 100_000
+
+
+def test_generate_warns_before_a_large_join_and_reports_long_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trades = str(tmp_path / "t.arrow")
+    assert main(["generate", "hedge", "--rows", "20000", "--output", trades]) == 0
+    assert "warning: 'hedge' over these 20000 rows" in capsys.readouterr().err
+    assert main(["generate", "hedge", "--output", str(tmp_path / "d.arrow")]) == 0
+    assert capsys.readouterr().err == ""  # the default size joins in seconds
+    big = tmp_path / "big.arrow"
+    assert main(["generate", "tweets", "--rows", "1000000", "--output", str(big)]) == 0
+    stages = capsys.readouterr().err.splitlines()
+    assert [line.split("] ", 1)[1] for line in stages] == [
+        "generating 1,000,000 rows per stream of tweets",
+        f"writing {big}",
+        "done",
+    ]
+
+
 def test_bench_runs_the_experiment_scripts() -> None:
     result = stretch("bench", "scalejoin", "--help")
     assert result.returncode == 0, result.stderr

@@ -12,6 +12,7 @@ import pytest
 from numpy.typing import NDArray
 
 from stretch.generate import (
+    DEFAULT_ROWS,
     GENERATORS,
     HEDGE_AVG_PRICES,
     HEDGE_PEAK_RATE,
@@ -20,6 +21,7 @@ from stretch.generate import (
     scalejoin,
     tweets,
 )
+from stretch.join_estimate import estimate_join
 
 SCHEMAS = {
     "scalejoin": [
@@ -245,3 +247,60 @@ def test_tweets_vocabulary_and_hashtag_counts() -> None:
 def test_tweets_bad_vocabulary_is_a_value_error(kwargs: dict[str, int], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         tweets(10, 1.0, 0, **kwargs)
+
+
+def brute_force_hedge_pairs(trades: pa.Table, ws_ms: int) -> int:
+    """Every ordered (L, R) pair of trades within ws_ms, hedge's predicate written out."""
+    ts = ts_of(trades)
+    symbol = np.asarray(trades["symbol"].to_pylist())
+    price, avg = trades["price"].to_numpy(), trades["avg_price"].to_numpy()
+    nd = (price - avg) / avg
+    within = np.abs(ts[:, None] - ts[None, :]) <= ws_ms
+    defined = (symbol[:, None] != symbol[None, :]) & (nd[:, None] != 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = nd[None, :] / nd[:, None]
+    return int((within & defined & (ratio >= -1.05) & (ratio <= -0.95)).sum())
+
+
+def brute_force_scalejoin_pairs(left: pa.Table, right: pa.Table, ws_ms: int) -> int:
+    """Pairs with abs(x - a) <= 10, abs(y - b) <= 10 and ts within ws_ms, via a sort on a."""
+    order = np.argsort(right["a"].to_numpy(), kind="stable")
+    a, b = right["a"].to_numpy()[order], right["b"].to_numpy()[order]
+    ts_r = ts_of(right)[order]
+    x, y, ts_l = left["x"].to_numpy(), left["y"].to_numpy(), ts_of(left)
+    low, high = np.searchsorted(a, x - 10, "left"), np.searchsorted(a, x + 10, "right")
+    first = np.repeat(np.arange(len(x)), high - low)
+    second = np.concatenate([np.arange(lo, hi) for lo, hi in zip(low, high, strict=True)])
+    keep = (np.abs(y[first] - b[second]) <= 10) & (np.abs(ts_l[first] - ts_r[second]) <= ws_ms)
+    return int(keep.sum())
+
+
+@pytest.mark.parametrize(("rows", "rate", "ws_ms"), [(2000, 1000.0, 30_000), (3000, 100.0, 5000)])
+def test_hedge_estimate_is_near_the_brute_force_count(rows: int, rate: float, ws_ms: int) -> None:
+    (trades,) = hedge(rows, rate, 4)
+    estimate = estimate_join("hedge", [trades], ws_ms)
+    ts = ts_of(trades)
+    assert estimate.comparisons == int((np.abs(ts[:, None] - ts[None, :]) <= ws_ms).sum())
+    exact = brute_force_hedge_pairs(trades, ws_ms)
+    assert exact > 10_000  # enough matches for the sample's share to mean something
+    assert abs(estimate.pairs - exact) <= 0.1 * exact
+
+
+def test_scalejoin_estimate_is_near_the_brute_force_count() -> None:
+    left, right = scalejoin(40_000, 1000.0, 6)
+    estimate = estimate_join("scalejoin", [left, right])
+    assert estimate.comparisons == 40_000**2  # 40 s of stream, all within the 300 s window
+    exact = brute_force_scalejoin_pairs(left, right, 300_000)
+    assert abs(estimate.pairs - exact) <= 0.1 * exact
+    narrow = estimate_join("scalejoin", [left, right], 2000)
+    assert abs(narrow.pairs - brute_force_scalejoin_pairs(left, right, 2000)) <= 0.2 * narrow.pairs
+
+
+def test_estimate_flags_the_explosion_of_the_issue() -> None:
+    """Issue 23: 100 000 trades at the default rate are over 10**8 hedge pairs."""
+    assert estimate_join("hedge", hedge(100_000, 1000.0, 0)).refused
+    small = estimate_join("hedge", hedge(DEFAULT_ROWS["hedge"], 1000.0, 0))
+    assert not small.explodes
+    assert not estimate_join("scalejoin", scalejoin(DEFAULT_ROWS["scalejoin"], 1000.0, 0)).explodes
+    with pytest.raises(ValueError, match="wordcount"):
+        estimate_join("wordcount", tweets(10, 1.0, 0))

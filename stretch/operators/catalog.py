@@ -48,7 +48,15 @@ ParamValue = int | float | str
 
 @dataclass(frozen=True)
 class Param:
-    """A catalog parameter: its parser, default and help text."""
+    """A catalog parameter: its parser, default and help text.
+
+    Attributes:
+        parse: Turns the text a client sends (CLI ``--param k=v``, REST ``params``, both
+            given as ``str(value)``) into the value; raises ValueError naming what is wrong.
+        default: The value when the parameter is not given.
+        help: One line saying what it sets.
+
+    """
 
     parse: Callable[[str], ParamValue]
     default: ParamValue
@@ -61,12 +69,16 @@ class OperatorSpec:
 
     ``one_stream`` marks a self-join: its inputs are one stream fed to every source (hedge
     pairs trades of one trade stream), so clients send that stream once, as source 0.
+    ``own_window`` marks a registered operator whose ``wa`` and ``ws`` the catalog added:
+    its factory's O+ has its own window, which a given ``wa`` or ``ws`` overrides
+    (``register``).
     """
 
     description: str
     factory: Callable[[Mapping[str, Any]], OPlus]
     params: Mapping[str, Param] = field(default_factory=dict)
     one_stream: bool = False
+    own_window: bool = False
 
 
 MAX_WINDOW_MS = 2**40
@@ -374,11 +386,39 @@ def register(
     description: str = "user operator",
     params: Mapping[str, Param] | None = None,
 ) -> None:
-    """Add a user-defined operator to the catalog under ``name``."""
+    """Add a user-defined operator to the catalog under ``name``.
+
+    Like the catalog's, it takes ``wa`` and ``ws`` (ms) unless ``params`` declares them.
+    Given, they reach the factory in its mapping (``params.get("ws")``); a factory that
+    builds the same window without them still gets them when its O+ outputs at window
+    ends (``OutputTime.WINDOW_END``, no kernel: the runtime keeps its windows from WA and
+    WS alone), and ``build`` refuses them for any other O+ (a join holds WS in its
+    functions, so its factory must read it).
+
+    Args:
+        name: The name clients create it by.
+        factory: Builds the O+ from a mapping of each declared parameter's value (parsed,
+            or its default), plus ``wa``/``ws`` when given.
+        description: One line for listings.
+        params: The parameters it takes, by name (``Param(parse, default, help)``);
+            any other name given to ``build`` is refused.
+
+    Raises:
+        OperatorError: ``name`` is already in the catalog.
+
+    """
     if name in CATALOG:
         msg = f"operator {name!r} is already in the catalog"
         raise OperatorError(msg)
-    CATALOG[name] = OperatorSpec(description, factory, dict(params or {}))
+    declared = dict(params or {})
+    own_window = not {"wa", "ws"} & set(declared)
+    if own_window:
+        window = _window_params(1, 1)
+        declared.update(
+            (key, replace(param, help=f"{param.help}; default: the operator's own"))
+            for key, param in window.items()
+        )
+    CATALOG[name] = OperatorSpec(description, factory, declared, own_window=own_window)
 
 
 ENTRY_POINT_GROUP = "stretch.operators"
@@ -436,7 +476,9 @@ def build(name: str, params: Mapping[str, Any] | None = None) -> OPlus:
     if spec is None:
         msg = f"unknown operator {name!r}; known: {', '.join(sorted(CATALOG))}"
         raise OperatorError(msg)
-    values: dict[str, Any] = {k: p.default for k, p in spec.params.items()}
+    values: dict[str, Any] = {
+        k: p.default for k, p in spec.params.items() if not (spec.own_window and k in _WINDOW_KEYS)
+    }
     for key, raw in (params or {}).items():
         param = spec.params.get(key)
         if param is None:
@@ -450,6 +492,8 @@ def build(name: str, params: Mapping[str, Any] | None = None) -> OPlus:
             raise OperatorError(msg) from exc
     try:
         op = spec.factory(values)
+        if spec.own_window:
+            op = _own_window(name, spec, values, op)
     except ValueError as exc:
         msg = f"operator {name!r}: {exc}"
         raise OperatorError(msg) from exc
@@ -461,3 +505,26 @@ def build(name: str, params: Mapping[str, Any] | None = None) -> OPlus:
         )
         raise OperatorError(msg)
     return replace(op, name=name) if op.name != name else op
+
+
+_WINDOW_KEYS = ("wa", "ws")
+
+
+def _own_window(name: str, spec: OperatorSpec, values: Mapping[str, Any], op: OPlus) -> OPlus:
+    """A registered operator's O+ with the ``wa``/``ws`` given (see ``register``)."""
+    given = {key: values[key] for key in _WINDOW_KEYS if key in values}
+    wanted = (given.get("wa", op.wa_ms), given.get("ws", op.ws_ms))
+    if wanted == (op.wa_ms, op.ws_ms):
+        return op
+    baseline = spec.factory({k: v for k, v in values.items() if k not in _WINDOW_KEYS})
+    if (op.wa_ms, op.ws_ms) != (baseline.wa_ms, baseline.ws_ms):
+        return op  # the factory read them
+    if op.kernel is None and op.update_time is OutputTime.WINDOW_END:
+        return replace(op, wa_ms=wanted[0], ws_ms=wanted[1])
+    asked = ", ".join(f"{key}={value}" for key, value in given.items())
+    msg = (
+        f"operator {name!r}: its factory builds wa={op.wa_ms}, ws={op.ws_ms} whatever "
+        f"{asked} says, and its O+ does not output at window ends (a join holds WS in its "
+        "functions): the factory must read params.get('wa'), params.get('ws')"
+    )
+    raise OperatorError(msg)

@@ -371,15 +371,19 @@ class Pipeline:
                     "the instances have processed the input before it; retry later"
                 )
                 raise CapacityError(msg)
-            target = plan(
-                epoch,
-                self._latest.parallelism,
-                self.max_parallelism,
-                self.op.key_groups,
-                parallelism,
-                mapping,
-                self.settings.shard,
-            )
+            try:
+                target = plan(
+                    epoch,
+                    self._latest.parallelism,
+                    self.max_parallelism,
+                    self.op.key_groups,
+                    parallelism,
+                    mapping,
+                    self.settings.shard,
+                )
+            except ReconfigurationError as exc:
+                msg = f"operator {self.op.name!r}: {exc}"
+                raise ReconfigurationError(msg) from exc
             open_sources = [s for s in self._sources if not s.closed]
             if not open_sources:
                 msg = f"operator {self.op.name!r}: epoch {epoch}: every input is closed"

@@ -33,7 +33,11 @@ def test_scalejoin_lifecycle_equals_reference(
         "j", "scalejoin", SCALEJOIN, parallelism=parallelism, max_parallelism=4
     )
     assert status["epoch"] == 0 and status["parallelism"] == parallelism
-    assert len(status["watermarks"]) == 2 and status["mapping"]
+    assert len(status["watermarks"]) == 2
+    assert status["mapping"]["round_robin"] is True
+    assert [i["key_groups"] for i in status["mapping"]["instances"]] == [1024 // parallelism] * (
+        parallelism
+    )
     send_in_chunks(client, "j", join_input, 300)
     out = client.read_all("j", TIMEOUT_S)
     expected = run_sn(build("scalejoin", SCALEJOIN), join_input)

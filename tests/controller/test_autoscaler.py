@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import threading
 
+import pyarrow as pa
 import pytest
 
 import stretch
@@ -153,10 +154,23 @@ def test_a_pipeline_is_scaled_up_and_down_with_output_equal_to_sn(policy: str) -
 
         config = PolicyConfig.defaults(policy)  # type: ignore[arg-type]
         scaler = Autoscaler(config, sampler.sample, apply, cooldown_periods=1, patience=2)
-        pipeline.add(0, left.slice(0, 1_500))
-        pipeline.add(1, right.slice(0, 1_500))
+        clock.now += 1000.0  # idle for 1000 s before any input: not judged (warm-up)
+        before = scaler.step()
+        assert before is not None and before.decision.kind == "hold"
+        assert before.decision.reason.startswith("warming up: no input yet")
+        pipeline.add(0, left.slice(0, 1_000))
+        pipeline.add(1, right.slice(0, 1_000))
+        pipeline.watermark(0, int(left.column("ts")[999].as_py()))
+        assert _wait_for_work(pipeline, 0.0)
+        clock.now += 1e-6  # the first period with input began before it: not judged
+        first = scaler.step()
+        assert first is not None and first.decision.kind == "hold", first
+        assert first.decision.reason.startswith("warming up: input for 0.00 s")
+        busy_s = pipeline.load().busy_s[0]
+        pipeline.add(0, left.slice(1_000, 500))
+        pipeline.add(1, right.slice(1_000, 500))
         pipeline.watermark(0, int(left.column("ts")[1_499].as_py()))
-        assert _wait_for_work(pipeline)
+        assert _wait_for_work(pipeline, busy_s)
         clock.now += 1e-6  # all that busy time in a microsecond: overloaded
         record = scaler.step()
         assert record is not None and record.applied, record
@@ -173,7 +187,7 @@ def test_a_pipeline_is_scaled_up_and_down_with_output_equal_to_sn(policy: str) -
             clock.now += 1000.0
             scaler.step()
         kinds = [r.decision.kind for r in scaler.records]
-        assert kinds == ["provision", "hold", "hold", "decommission"], scaler.records
+        assert kinds == ["hold", "hold", "provision", "hold", "hold", "decommission"], kinds
         assert scaler.records[-1].decision.parallelism == 1
         assert scaler.records[-1].epoch is not None
         pipeline.close()
@@ -182,9 +196,9 @@ def test_a_pipeline_is_scaled_up_and_down_with_output_equal_to_sn(policy: str) -
     assert out.equals(stretch.run_sn(op, [left, right]))
 
 
-def _wait_for_work(pipeline: stretch.Pipeline) -> bool:
-    """Wait (bounded) until instance 0 has been busy for some work."""
-    return wait_until(lambda: pipeline.load().busy_s[0] > 0)
+def _wait_for_work(pipeline: stretch.Pipeline, busy_s: float) -> bool:
+    """Wait (bounded) until instance 0 has been busy for more than ``busy_s`` seconds."""
+    return wait_until(lambda: pipeline.load().busy_s[0] > busy_s)
 
 
 def test_autoscale_binds_a_pipeline_and_records_the_cause() -> None:
@@ -192,6 +206,7 @@ def test_autoscale_binds_a_pipeline_and_records_the_cause() -> None:
     with stretch.setup(op, 3, 4) as pipeline:
         with pytest.raises(ValueError, match="the pool size"):
             autoscale(pipeline, PolicyConfig(max_parallelism=8))
+        pipeline.add(0, pa.table({"ts": [1, 2], "v": [1, 2]}))  # input seen: warm a period on
         scaler = autoscale(pipeline, PolicyConfig(period_ms=10, min_parallelism=1))
         try:  # idle: the policy asks to decommission, patience permitting
             assert wait_until(lambda: any(r.applied for r in scaler.records))
@@ -203,3 +218,26 @@ def test_autoscale_binds_a_pipeline_and_records_the_cause() -> None:
         (record,) = [r for r in pipeline.reconfigurations() if r.epoch == applied.epoch]
         assert record.cause == "autoscale" and record.reason == applied.decision.reason
         assert pipeline.status().reconfigurations[0].cause == "autoscale"
+
+
+def test_an_operator_without_input_keeps_its_parallelism_until_input_comes() -> None:
+    """The warm-up rule in the loop (issue 23): an operator created ahead of its data is
+    idle, not over-provisioned; once input has come and a period of it passed, the idle
+    operator is decommissioned."""
+    op = stretch.build("forward", {"columns": "v:int", "inputs": "1"})
+    with stretch.setup(op, 3, 4) as pipeline:
+        scaler = autoscale(pipeline, PolicyConfig(period_ms=10, min_parallelism=1))
+        try:
+            assert wait_until(lambda: len(scaler.records) >= 5)
+            early = list(scaler.records)
+            pipeline.add(0, pa.table({"ts": [1, 2], "v": [1, 2]}))
+            assert wait_until(lambda: any(r.applied for r in scaler.records))
+        finally:
+            scaler.stop(TIMEOUT_S)
+        assert all(r.decision.kind == "hold" and not r.applied for r in early)
+        assert all(r.decision.reason.startswith("warming up: no input yet") for r in early)
+        applied = next(r for r in scaler.records if r.applied)
+        assert applied.decision.kind == "decommission"
+        assert applied.snapshot.warming_up is None
+        assert applied.snapshot.input_for_s is not None
+        assert applied.snapshot.input_for_s >= applied.snapshot.period_s

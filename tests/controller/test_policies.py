@@ -135,3 +135,34 @@ def test_bad_configs_name_the_field(fields: dict[str, object], message: str) -> 
     with pytest.raises(ValueError, match=message):
         config.check(pool_size=8)
     PolicyConfig().check(pool_size=8)
+
+
+@pytest.mark.parametrize("policy", [threshold, model])
+@pytest.mark.parametrize("load", [0.0, 0.1, 1.0])
+def test_no_decision_before_input_or_within_its_first_period(policy: object, load: float) -> None:
+    """The warm-up rule (issue 23): a load measured before the operator's first input, or
+    over a period that began before it, is not judged; a whole period after it is."""
+    decide_with = threshold if policy is threshold else model
+    config = PolicyConfig.defaults("threshold" if policy is threshold else "model")
+    before = decide_with(snapshot(2, load, input_for_s=None), config)
+    assert (before.kind, before.parallelism) == ("hold", 2)
+    assert before.reason.startswith("warming up: no input yet")
+    first = decide_with(snapshot(2, load, input_for_s=0.0), config)
+    assert (first.kind, first.parallelism) == ("hold", 2)
+    assert first.reason.startswith("warming up: input for 0.00 s")
+    partial = decide_with(snapshot(2, load, input_for_s=0.99), config)
+    assert partial.kind == "hold" and "warming up" in partial.reason
+    warm = decide_with(snapshot(2, load, input_for_s=1.0), config)
+    assert warm == decide_with(snapshot(2, load), config)  # the default: not measured
+    assert warm.kind == (
+        "hold" if 0.45 <= load <= 0.9 else "provision" if load > 0.9 else "decommission"
+    )
+
+
+def test_warm_up_still_keeps_the_bounds() -> None:
+    """Bounds are configuration, not load: they apply before the first input too."""
+    config = PolicyConfig(min_parallelism=3, max_parallelism=6)
+    low = decide(snapshot(2, 0.0, n=8, input_for_s=None), config)
+    assert (low.kind, low.parallelism) == ("provision", 3)
+    high = decide(snapshot(7, 0.0, n=8, input_for_s=None), config)
+    assert (high.kind, high.parallelism) == ("decommission", 6)

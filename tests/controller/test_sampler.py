@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 import stretch
 from controller import PipelineSampler
 from stretch import generate
@@ -38,3 +40,28 @@ def test_capacity_outlives_a_period_without_work() -> None:
     assert worked.unit == "comparisons" and worked.epoch == 0
     assert idle is not None and idle.busy == (0.0,)
     assert idle.capacity == worked.capacity
+
+
+def test_input_for_s_counts_from_the_end_of_the_first_period_with_input() -> None:
+    """What the warm-up rule reads: None before input, 0 in the period it came, then the
+    time since; a sampler made on a pipeline that has input is warm from its start."""
+    op = stretch.build("forward", {"columns": "v:int", "inputs": "1"})
+    clock = FakeClock()
+    with stretch.setup(op, 1, 2) as pipeline:
+        sampler = PipelineSampler(pipeline, clock=clock)
+        clock.now += 1.0
+        before = sampler.sample()
+        pipeline.add(0, pa.table({"ts": [1, 2], "v": [1, 2]}))
+        clock.now += 1.0
+        first = sampler.sample()
+        clock.now += 0.5
+        second = sampler.sample()
+        late = PipelineSampler(pipeline, clock=clock)
+        clock.now += 0.25
+        restored = late.sample()
+    assert before is not None and before.input_for_s is None
+    assert before.warming_up == "warming up: no input yet"
+    assert first is not None and first.input_for_s == 0.0 and first.warming_up is not None
+    assert second is not None and second.input_for_s == 0.5 and second.warming_up is None
+    assert restored is not None and restored.input_for_s == 0.25
+    assert restored.warming_up is None
