@@ -18,7 +18,8 @@ from numpy.typing import NDArray
 from stretch.model.instance import UPDATED
 from stretch.model.oplus import OPlus
 from stretch.model.schema import ColumnType
-from stretch.operators.kernels import BandJoin
+from stretch.operators.kernels import Band, BandJoin
+from stretch.operators.kernels._band_index import INDEX_FULL, grid_build, grid_loads
 from stretch.operators.kernels._band_join import DONE, LAST, NEVER, OUT_FULL, STORE_FULL
 from stretch.vsn._compiled._runs import audit_groups, data_nodes, owned_groups
 from stretch.vsn._ingest import SourceRows, SourceStore, column_dtype
@@ -26,7 +27,7 @@ from stretch.vsn._instance import ReadyNodes, VSNInstance
 from stretch.vsn._output_block import OutputBlock
 from stretch.vsn._reconfiguration import EpochPlan
 
-__all__ = ["MIN_CAPACITY", "BandJoinKernel"]
+__all__ = ["GRID_BUDGET", "MIN_CAPACITY", "BandJoinKernel"]
 
 
 def _gathered(
@@ -45,6 +46,53 @@ MIN_CAPACITY = 256
 Dtypes = tuple[tuple[np.dtype[Any], ...], tuple[np.dtype[Any], ...]]
 """The types of the columns the predicate reads, of L and of R."""
 
+GRID_BUDGET = 8
+"""A store's grid holds at most this many entries per tuple of the store's capacity
+(plus ``GRID_SLACK``): the number of cells halves until the grid fits."""
+GRID_SLACK = 1024
+"""Grid entries a store may have beyond ``GRID_BUDGET`` per tuple."""
+CELL_FILL = 4
+"""Tuples of a store's capacity per grid cell, when the cells are chosen."""
+MAX_CELLS = 1 << 16
+"""The most cells of a store's grid."""
+
+
+def _power_of_two(n: int) -> int:
+    """The least power of two >= n (and >= 1)."""
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+class _Grid:
+    """The index of every store of a slab: per slot and side, ``cells`` ring buffers.
+
+    ``cells[s, side, c]`` holds the store positions of the tuples of cell c (the last
+    cell: keys that are not finite) in insertion order, from ``head[s, side, c]``,
+    ``count[s, side, c]`` of them; see ``stretch.operators.kernels._band_index``.
+    """
+
+    def __init__(
+        self, key: NDArray[np.float64], bounds: NDArray[np.int64], width: float, extra: int
+    ) -> None:
+        slots, _, capacity = key.shape
+        budget = GRID_BUDGET * capacity + GRID_SLACK
+        cells_n = min(MAX_CELLS, _power_of_two(max(1, capacity // CELL_FILL)))
+        while True:
+            most = int(grid_loads(key, bounds, width, cells_n)) if slots else 0
+            room = _power_of_two(max(8, 2 * most, most + extra))
+            if cells_n == 1 or (cells_n + 1) * room <= budget:
+                break
+            cells_n //= 2
+        self.cells = np.empty((slots, 2, cells_n + 1, room), dtype=np.int64)
+        self.head = np.zeros((slots, 2, cells_n + 1), dtype=np.int64)
+        self.count = np.zeros((slots, 2, cells_n + 1), dtype=np.int64)
+        if slots:
+            grid_build(key, bounds, width, self.cells, self.head, self.count)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the grid's arrays take."""
+        return int(self.cells.nbytes + self.head.nbytes + self.count.nbytes)
+
 
 class _Slab:
     """The stored L and R tuples of the keys one instance owns, one slot per key.
@@ -57,10 +105,13 @@ class _Slab:
     between slabs.
     """
 
-    def __init__(self, slot_keys: NDArray[np.int64], dtypes: Dtypes, capacity: int) -> None:
+    def __init__(
+        self, slot_keys: NDArray[np.int64], dtypes: Dtypes, capacity: int, band: Band | None
+    ) -> None:
         self.slot_keys = slot_keys
         self.dtypes = dtypes
         self.capacity = capacity
+        self.band = band
         self.ts = np.empty((len(slot_keys), 2, capacity), dtype=np.int64)
         self.seq = np.empty((len(slot_keys), 2, capacity), dtype=np.int64)
         self.columns = tuple(
@@ -69,6 +120,21 @@ class _Slab:
         )
         self.bounds = np.zeros((len(slot_keys), LAST + 1), dtype=np.int64)
         self.bounds[:, LAST] = NEVER
+        # The band's key of each stored tuple, and the grid over them (an indexed join).
+        self.key = np.empty((len(slot_keys), 2, capacity if band else 0), dtype=np.float64)
+        self.grid: _Grid | None = None
+        self.regrid(0)
+
+    def regrid(self, extra: int) -> None:
+        """Rebuild the grid from the stores, with room for ``extra`` more tuples a cell."""
+        if self.band is not None:
+            self.grid = _Grid(self.key, self.bounds, self.band.width, extra)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the slab's stores and grid take (its state)."""
+        arrays = (self.ts, self.seq, self.bounds, self.key, *self.columns[0], *self.columns[1])
+        return sum(int(a.nbytes) for a in arrays) + (self.grid.nbytes if self.grid else 0)
 
     @classmethod
     def gather(
@@ -77,6 +143,7 @@ class _Slab:
         dtypes: Dtypes,
         where: dict[int, tuple[_Slab, int]],
         extra: int,
+        band: Band | None,
     ) -> _Slab:
         """A slab for ``slot_keys`` with room for ``extra`` more tuples per key and side.
 
@@ -88,7 +155,11 @@ class _Slab:
             for old, o in where.values()
             for side in (0, 1)
         ]
-        new = cls(slot_keys, dtypes, max(MIN_CAPACITY, 2 * (max(sizes, default=0) + extra)))
+        capacity = max(MIN_CAPACITY, 2 * (max(sizes, default=0) + extra))
+        new = cls(slot_keys, dtypes, capacity, None)
+        new.band = band
+        if band is not None:
+            new.key = np.empty((len(slot_keys), 2, capacity), dtype=np.float64)
         for s, key in enumerate(slot_keys.tolist()):
             if key not in where:
                 continue
@@ -99,10 +170,13 @@ class _Slab:
                 live = tail - head
                 new.ts[s, side, :live] = old.ts[o, side, head:tail]
                 new.seq[s, side, :live] = old.seq[o, side, head:tail]
+                if band is not None:
+                    new.key[s, side, :live] = old.key[o, side, head:tail]
                 at, was = s * new.capacity, o * old.capacity
                 for to, of in zip(new.columns[side], old.columns[side], strict=True):
                     to[at : at + live] = of[was + head : was + tail]
                 new.bounds[s, 2 * side + 1] = live
+        new.regrid(0)
         return new
 
     def reserve(self, extra: int) -> _Slab:
@@ -111,7 +185,16 @@ class _Slab:
         if tails.size == 0 or int(tails.max()) + extra <= self.capacity:
             return self
         mine = {key: (self, s) for s, key in enumerate(self.slot_keys.tolist())}
-        return _Slab.gather(self.slot_keys, self.dtypes, mine, extra)
+        return _Slab.gather(self.slot_keys, self.dtypes, mine, extra, self.band)
+
+
+def _ranks(index: NDArray[np.int64], key: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Each match's rank among the matches of its (tuple, key), given sorted by them."""
+    n = index.shape[0]
+    starts = np.ones(n, dtype=bool)
+    starts[1:] = (index[1:] != index[:-1]) | (key[1:] != key[:-1])
+    first = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
+    return np.arange(n, dtype=np.int64) - first
 
 
 class BandJoinKernel:
@@ -129,6 +212,8 @@ class BandJoinKernel:
         )
         self.slabs: dict[int, _Slab] = {}
         self.comparisons: dict[int, int] = {}
+        self.nested_groups: dict[int, int] = {}
+        self.band = join.band if join.indexed is not None else None
 
     def advance(self, instance: VSNInstance, watermark: int) -> None:
         """Nothing to emit: a key purges its stored tuples when its next tuple arrives."""
@@ -149,7 +234,7 @@ class BandJoinKernel:
             mine = np.flatnonzero(owner == j)
             kept = self.slabs.get(j)
             if kept is None or not np.array_equal(kept.slot_keys, mine):
-                kept = _Slab.gather(mine, self.dtypes, where, 0)
+                kept = _Slab.gather(mine, self.dtypes, where, 0, self.band)
             slabs[j] = kept
         self.slabs = slabs
 
@@ -161,7 +246,7 @@ class BandJoinKernel:
             return 0
         owned = np.flatnonzero(owned_groups(instance)[self.groups])
         # Before the first switch nothing is stored yet, so a slab starts empty.
-        slab = self.slabs.get(instance.j) or _Slab(owned, self.dtypes, MIN_CAPACITY)
+        slab = self.slabs.get(instance.j) or _Slab(owned, self.dtypes, MIN_CAPACITY, self.band)
         assert np.array_equal(slab.slot_keys, owned), "a slab out of step with the mapping"
         # Round robin: a key stores about one in K of the run's tuples per side.
         extra = n // self.keys + 2
@@ -172,34 +257,35 @@ class BandJoinKernel:
             tuple(held[side].column(name) for name in self.join.reads[side]) for side in (0, 1)
         )
         bases = np.array([held[0].base, held[1].base], dtype=np.int64)
+        run_key = None if self.band is None else self._run_keys(held, source, seq)
         out = np.empty((4, 1024), dtype=np.int64)
-        stats = np.zeros(2, dtype=np.int64)  # matches in out, comparisons
+        stats = np.zeros(3, dtype=np.int64)  # matches in out, comparisons, nested groups
         progress = np.zeros(len(owned), dtype=np.int64)
         found: list[NDArray[np.int64]] = []
         status = OUT_FULL
+        room = 8
         while status != DONE:
-            status = self.join.run(
-                slab.slot_keys,
-                self.keys,
-                self.op.ws_ms - 1,  # the band: the join's O+ window is one tick longer
-                self.op.wa_ms,
-                progress,
-                ts,
-                source,
-                seq,
-                slab.ts,
-                slab.seq,
-                slab.bounds,
-                slab.columns[0],
-                slab.columns[1],
+            fill = (
                 tuple(zip(slab.columns[0], reads[0], strict=True)),
                 tuple(zip(slab.columns[1], reads[1], strict=True)),
-                reads[0],
-                reads[1],
-                bases,
-                out,
-                stats,
             )
+            # The band: the join's O+ window is one tick longer than WS.
+            window = (self.keys, self.op.ws_ms - 1, self.op.wa_ms, progress, ts, source, seq)
+            if run_key is None:
+                status = self.join.run(
+                    slab.slot_keys, *window, slab.ts, slab.seq, slab.bounds,
+                    slab.columns[0], slab.columns[1], *fill, reads[0], reads[1], bases,
+                    out, stats,
+                )  # fmt: skip
+            else:
+                assert self.join.indexed is not None and slab.grid is not None
+                assert self.band is not None
+                grid = slab.grid
+                status = self.join.indexed(
+                    slab.slot_keys, *window, run_key, slab.ts, slab.seq, slab.key,
+                    slab.bounds, slab.columns[0], slab.columns[1], *fill, reads[0], reads[1],
+                    bases, self.band.width, grid.cells, grid.head, grid.count, out, stats,
+                )  # fmt: skip
             if stats[0]:
                 found.append(out[:, : stats[0]].copy())
             elif status == OUT_FULL:
@@ -207,13 +293,37 @@ class BandJoinKernel:
             if status == STORE_FULL:
                 extra = 2 * extra
                 slab = self.slabs[instance.j] = slab.reserve(extra)
+            elif status == INDEX_FULL:
+                slab.regrid(room)
+                room = 2 * room
             stats[0] = 0
         self.comparisons[instance.j] = self.comparisons.get(instance.j, 0) + int(stats[1])
+        self.nested_groups[instance.j] = self.nested_groups.get(instance.j, 0) + int(stats[2])
         if found:
             matches = np.concatenate(found, axis=1)
             order = np.lexsort((matches[3], matches[1], matches[0]))
-            self._emit(instance, held, ts, source, seq, matches[:, order])
+            matches = matches[:, order]
+            if run_key is not None:  # the indexed kernel gives store positions: rank them
+                matches[3] = _ranks(matches[0], matches[1])
+            self._emit(instance, held, ts, source, seq, matches)
         return n
+
+    def _run_keys(
+        self, held: tuple[SourceRows, ...], source: NDArray[np.int64], seq: NDArray[np.int64]
+    ) -> NDArray[np.float64]:
+        """The band's key of each run tuple, from its side's columns."""
+        assert self.band is not None
+        keys = np.empty(source.shape[0], dtype=np.float64)
+        for side in (0, 1):
+            mine = (source == 0) if side == 0 else (source != 0)
+            rows = seq[mine] - held[side].base
+            columns = tuple(held[side].column(name)[rows] for name in self.band.reads[side])
+            keys[mine] = self.band.keys(side, columns)
+        return keys
+
+    def state_bytes(self) -> int:
+        """The bytes of every slab's stores and grids: the join's window state."""
+        return sum(slab.nbytes for slab in self.slabs.values())
 
     def _emit(
         self,
