@@ -9,6 +9,7 @@ and with stores and grids so small that the kernel stops and rebuilds them often
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 import numba
 import numpy as np
@@ -23,11 +24,26 @@ from stretch.model.oplus import Payload, StreamTuple
 from stretch.model.schema import Schema
 from stretch.model.sn import run_sn
 from stretch.operators import joins
-from stretch.operators.catalog import SCALEJOIN_L, SCALEJOIN_R, build
+from stretch.operators.catalog import SCALEJOIN_L, SCALEJOIN_R, TRADES, build
+from stretch.vsn import run_vsn
 from stretch.vsn._compiled import band_join as compiled_band_join
 from stretch.vsn._compiled.band_join import BandJoinKernel
 from tests.streams import sorted_ts, trades
 from tests.vsn.support import Step, run_schedule
+
+COMPILE_S = 900.0
+"""A deadline for the first run of each kernel, which compiles it (Numba, a loaded machine)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled_kernels() -> None:
+    """Compile the indexed kernels once, under a deadline for compiling, not for running."""
+    sj = [SCALEJOIN_L.table([0, 1], [(1, 1.0), (5, 2.0)]),
+          SCALEJOIN_R.table([0, 1], [(2, 1.0, 0.0, True), (30, 1.0, 0.0, False)])]  # fmt: skip
+    trade = TRADES.table([0, 1], [("A", 95.0, 100.0), ("B", 105.0, 100.0)])
+    run_vsn(build("scalejoin", {"ws": 5, "keys": 2}), sj, 1, timeout_s=COMPILE_S)
+    run_vsn(build("hedge", {"ws": 5, "keys": 2}), [trade, trade], 1, timeout_s=COMPILE_S)
+
 
 EDGES = [-20, -11, -10, -9, -1, 0, 1, 9, 10, 11, 19, 20, 21, 30]
 """Integers on and beside the cells' boundaries and the band's edge (width 10)."""
@@ -145,7 +161,7 @@ def test_hedge_indexed_equals_run_sn(
 
 
 @cache
-def within(width: float) -> numba.core.dispatcher.Dispatcher:
+def within(width: float) -> Any:
     """An @njit predicate: |x - a| <= width and y, b of one sign (0 counts as both)."""
 
     @numba.njit
@@ -213,17 +229,13 @@ def test_user_band_join_equals_run_sn(
     ],
 )
 def test_bad_bands_are_named(band: tuple[str, str, float], message: str) -> None:
-    @numba.njit
-    def any_pair(x: int, y: str, a: float) -> bool:
-        return True
-
     with pytest.raises(OperatorError, match=message):
         stretch.band_join(
             "bad",
             10,
             left=Schema.of(x="int", y="str"),
             right=Schema.of(a="float"),
-            predicate=any_pair,
+            predicate=within(1.0),
             output={"x": "left.x"},
             band=band,
         )

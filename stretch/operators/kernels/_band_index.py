@@ -54,6 +54,8 @@ from stretch.operators.kernels._band_join import (
 
 __all__ = [
     "INDEX_FULL",
+    "NOT_FINITE",
+    "band_cells",
     "grid_build",
     "grid_loads",
     "hedge_indexed_run",
@@ -68,20 +70,33 @@ NESTED_SHARE = 4
 """A group runs the nested loop when its cells hold over 1/NESTED_SHARE of the window."""
 
 
-@njit(inline="always")
-def _cell(key: float, width: float) -> int:
-    """The unhashed cell of a finite key."""
-    return int(np.floor(key / width))
+NOT_FINITE = np.iinfo(np.int64).min
+"""The cell of a key that is not finite (or too large for a cell number)."""
+LARGEST_CELL = 2.0**61
+"""Keys beyond this many widths from 0 count as not finite (cell numbers stay int64)."""
 
 
-@njit(inline="always")
-def _range(key: float, width: float) -> tuple[int, int]:
-    """The first and last unhashed cells a probe of finite ``key`` reads."""
-    low = (key - width) / width
-    high = (key + width) / width
-    low -= abs(low) * MARGIN + MARGIN
-    high += abs(high) * MARGIN + MARGIN
-    return int(np.floor(low)), int(np.floor(high))
+def band_cells(keys: NDArray[np.float64], width: float) -> NDArray[np.int64]:
+    """Each key's cell and the first and last cells its probe reads, as rows (3, n).
+
+    Cell ``floor(key / width)``; a probe of ``key`` reads ``floor((key - width) /
+    width)`` to ``floor((key + width) / width)``, each widened by ``MARGIN`` so that no
+    rounding hides a match (a fourth cell when the range ends on a cell's edge). A key
+    that is not finite has the cell ``NOT_FINITE`` and an empty range (low > high).
+    """
+    with np.errstate(all="ignore"):
+        scaled = keys / width
+        finite = np.isfinite(scaled) & (np.abs(scaled) <= LARGEST_CELL)
+        low = (keys - width) / width
+        high = (keys + width) / width
+        low = np.floor(low - (np.abs(low) * MARGIN + MARGIN))
+        high = np.floor(high + (np.abs(high) * MARGIN + MARGIN))
+    cells = np.empty((3, keys.shape[0]), dtype=np.int64)
+    cells[0] = np.where(finite, np.floor(np.where(finite, scaled, 0.0)), 0.0)
+    cells[1] = np.where(finite, low, 1.0)
+    cells[2] = np.where(finite, high, 0.0)
+    cells[0, ~finite] = NOT_FINITE
+    return cells
 
 
 @njit(inline="always")
@@ -104,20 +119,12 @@ def _purge(
 
 
 @njit(inline="always")
-def _slot(key: float, width: float, wild: int) -> int:
-    """The cell (hashed) a stored tuple of ``key`` goes to; ``wild`` if not finite."""
-    if not np.isfinite(key) or abs(key / width) > 2.0**62:
-        return wild
-    return _cell(key, width) & (wild - 1)
+def _slot(cell: int, wild: int, shift: int) -> int:
+    """The grid cell (hashed) of a tuple of band cell ``cell``; ``wild`` if not finite.
 
-
-@njit(inline="always")
-def _probe_cells(key: float, width: float, cells_n: int) -> tuple[int, int, bool]:
-    """A probe's range of unhashed cells, and whether the grid can serve it at all."""
-    if not np.isfinite(key) or abs(key / width) > 2.0**61:
-        return 0, -1, False
-    low, high = _range(key, width)
-    return low, high, high - low + 1 < cells_n
+    A grid cell spans ``2**shift`` band cells (``cell >> shift`` floors, negatives too).
+    """
+    return wild if cell == NOT_FINITE else (cell >> shift) & (wild - 1)
 
 
 @njit(inline="always")
@@ -143,10 +150,9 @@ def _probe_left_cells(
     match: Match,
     left: Columns,
     row: int,
-    stored_right: Columns,
-    at: int,
-    key_value: float,
-    width: float,
+    grid_right: Columns,
+    low: int,
+    high: int,
     cells: NDArray[np.int64],
     cell_head: NDArray[np.int64],
     cell_count: NDArray[np.int64],
@@ -158,16 +164,21 @@ def _probe_left_cells(
     q: int,
     key: int,
 ) -> tuple[int, int]:
-    """L tuple ``q`` against R's grid of slot s; the next ``n_out`` and entries read."""
+    """L tuple ``q`` against R's grid of slot s; the next ``n_out`` and entries read.
+
+    The predicate reads R's values in the grid's own columns (``grid_right``, a copy
+    per cell entry), so a cell is scanned in memory order.
+    """
     mask = cells.shape[3] - 1
-    low, high, _ = _probe_cells(key_value, width, cells.shape[2] - 1)
     seen = 0
     for u in range(low, high + 2):
         c, h, n = _cell_entries(cells, cell_head, cell_count, s, 1, u, high, head)
         seen += n
-        for e in range(n):
-            p = cells[s, 1, c, (h + e) & mask]
-            if match(left, row, stored_right, np.uint64(at + p)):
+        first = (s * cells.shape[2] + c) * cells.shape[3]
+        for ring in range(h, h + n):
+            e = ring & mask
+            p = cells[s, 1, c, e]
+            if match(left, row, grid_right, np.uint64(first + e)):
                 n_out = _emit(out, n_out, q, key, other_seq[p], p)
     return n_out, seen
 
@@ -177,10 +188,9 @@ def _probe_right_cells(
     match: Match,
     right: Columns,
     row: int,
-    stored_left: Columns,
-    at: int,
-    key_value: float,
-    width: float,
+    grid_left: Columns,
+    low: int,
+    high: int,
     cells: NDArray[np.int64],
     cell_head: NDArray[np.int64],
     cell_count: NDArray[np.int64],
@@ -194,35 +204,38 @@ def _probe_right_cells(
 ) -> tuple[int, int]:
     """``_probe_left_cells`` for R tuple ``q`` against L's grid."""
     mask = cells.shape[3] - 1
-    low, high, _ = _probe_cells(key_value, width, cells.shape[2] - 1)
     seen = 0
     for u in range(low, high + 2):
         c, h, n = _cell_entries(cells, cell_head, cell_count, s, 0, u, high, head)
         seen += n
-        for e in range(n):
-            p = cells[s, 0, c, (h + e) & mask]
-            if match(stored_left, np.uint64(at + p), right, row):
+        first = (s * cells.shape[2] + c) * cells.shape[3]
+        for ring in range(h, h + n):
+            e = ring & mask
+            p = cells[s, 0, c, e]
+            if match(grid_left, np.uint64(first + e), right, row):
                 n_out = _emit(out, n_out, q, key, other_seq[p], p)
     return n_out, seen
 
 
 @njit(inline="always")
 def _group_candidates(
-    run_key: NDArray[np.float64],
+    run_cells: NDArray[np.int64],
     first: int,
     stop: int,
-    width: float,
     cell_count: NDArray[np.int64],
     s: int,
     other: int,
     window: int,
+    shift: int,
 ) -> int:
     """An upper bound of the entries the group's probes would read (a window if unserved)."""
     wild = cell_count.shape[2] - 1
     total = 0
     for q in range(first, stop):
-        low, high, served = _probe_cells(run_key[q], width, wild)
-        if not served:
+        if run_cells[1, q] > run_cells[2, q]:  # not finite
+            return (stop - first) * window
+        low, high = run_cells[1, q] >> shift, run_cells[2, q] >> shift
+        if high - low + 1 >= wild:  # wider than the grid
             return (stop - first) * window
         total += cell_count[s, other, wild]
         for u in range(low, high + 1):
@@ -233,15 +246,15 @@ def _group_candidates(
 @njit(inline="always")
 def _room(
     run_seq: NDArray[np.int64],
-    run_key: NDArray[np.float64],
+    run_cells: NDArray[np.int64],
     first: int,
     stop: int,
     keys: int,
     key: int,
-    width: float,
     cells: NDArray[np.int64],
     cell_head: NDArray[np.int64],
     cell_count: NDArray[np.int64],
+    shift: int,
     s: int,
     this: int,
     head: int,
@@ -254,7 +267,7 @@ def _room(
         stores += run_seq[q] % keys == key
     for q in range(first, stop):
         if run_seq[q] % keys == key:
-            c = _slot(run_key[q], width, wild)
+            c = _slot(run_cells[0, q], wild, shift)
             _purge(cells, cell_head, cell_count, s, this, c, head)
             if cell_count[s, this, c] + stores > cap:
                 return False
@@ -273,10 +286,10 @@ def _indexed_join(
     run_ts: NDArray[np.int64],
     run_source: NDArray[np.int64],
     run_seq: NDArray[np.int64],
-    run_key: NDArray[np.float64],
+    run_cells: NDArray[np.int64],
     store_ts: NDArray[np.int64],
     store_seq: NDArray[np.int64],
-    store_key: NDArray[np.float64],
+    store_cell: NDArray[np.int64],
     bounds: NDArray[np.int64],
     stored_left: Columns,
     stored_right: Columns,
@@ -285,25 +298,31 @@ def _indexed_join(
     left: Columns,
     right: Columns,
     bases: NDArray[np.int64],
-    width: float,
-    cells: NDArray[np.int64],
-    cell_head: NDArray[np.int64],
-    cell_count: NDArray[np.int64],
+    grid: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], int],
+    grid_columns: tuple[Columns, Columns],
+    fill_grid: tuple[Fill, Fill],
     out: NDArray[np.int64],
     stats: NDArray[np.int64],
 ) -> int:
     """``_band_join._band_join`` with each side's store indexed by a grid on its key.
 
-    The arguments are ``_band_join``'s, plus ``run_key`` (each run tuple's band key),
-    ``store_key`` (the stored tuples' keys, beside ``store_ts``), the band's ``width``
-    and the grid: ``cells[s, side, c, e]`` the store positions of cell c's ring buffer
+    The arguments are ``_band_join``'s, plus ``run_cells`` (each run tuple's cell and
+    the first and last cells its probe reads: ``band_cells``), ``store_cell`` (the
+    stored tuples' cells, beside ``store_ts``) and the grid: ``cells[s, side, c, e]``
+    the store positions of cell c's ring buffer
     (``C + 1`` cells, the last the wild one; a capacity that is a power of two), its
-    head ``cell_head[s, side, c]`` and length ``cell_count[s, side, c]``. A match's
+    head ``cell_head[s, side, c]`` and length ``cell_count[s, side, c]``, and a copy
+    of the columns the predicate reads of each entry (``grid_left`` / ``grid_right``
+    at ``(s * (C + 1) + c) * capacity + e``; ``fill_grid_left`` / ``fill_grid_right``
+    pair them with the input columns). A match's
     fourth value is the partner's store position (stored order), not its rank. Returns
     ``DONE``, ``OUT_FULL``, ``STORE_FULL`` or ``INDEX_FULL`` (the caller rebuilds the
     grid with more room and calls again). ``stats`` holds the matches written, the
     comparisons made and the groups run as a nested loop.
     """
+    cells, cell_head, cell_count, shift = grid
+    grid_left, grid_right = grid_columns
+    fill_grid_left, fill_grid_right = fill_grid
     n_out = stats[0]
     cap_out = out.shape[1]
     capacity = store_ts.shape[2]
@@ -336,7 +355,7 @@ def _indexed_join(
             while head < tail and store_ts[s, other, head] + ws < ts:
                 head += 1
             window = tail - head
-            scan = _group_candidates(run_key, i, stop, width, cell_count, s, other, window)
+            scan = _group_candidates(run_cells, i, stop, cell_count, s, other, window, shift)
             nested = scan * NESTED_SHARE > (stop - i) * window
             room = capacity - bounds[s, 2 * this + 1]
             if n_out + min(scan, (stop - i) * window) > cap_out or room < stop - i:
@@ -345,8 +364,8 @@ def _indexed_join(
                 return OUT_FULL if room >= stop - i else STORE_FULL
             this_head = bounds[s, 2 * this + 1] if reset else bounds[s, 2 * this]
             if not _room(
-                run_seq, run_key, i, stop, keys, key, width,
-                cells, cell_head, cell_count, s, this, this_head,
+                run_seq, run_cells, i, stop, keys, key,
+                cells, cell_head, cell_count, shift, s, this, this_head,
             ):  # fmt: skip
                 progress[s] = i
                 stats[0] = n_out
@@ -376,13 +395,15 @@ def _indexed_join(
                 for q in range(i, stop):
                     if this == 0:
                         n_out, seen = _probe_left_cells(
-                            match, left, rows[q - i], stored_right, at, run_key[q], width,
-                            cells, cell_head, cell_count, s, head, other_seq, out, n_out, q, key,
+                            match, left, rows[q - i], grid_right, run_cells[1, q] >> shift,
+                            run_cells[2, q] >> shift, cells, cell_head, cell_count, s, head,
+                            other_seq, out, n_out, q, key,
                         )  # fmt: skip
                     else:
                         n_out, seen = _probe_right_cells(
-                            match, right, rows[q - i], stored_left, at, run_key[q], width,
-                            cells, cell_head, cell_count, s, head, other_seq, out, n_out, q, key,
+                            match, right, rows[q - i], grid_left, run_cells[1, q] >> shift,
+                            run_cells[2, q] >> shift, cells, cell_head, cell_count, s, head,
+                            other_seq, out, n_out, q, key,
                         )  # fmt: skip
                     stats[1] += seen
             mask = cells.shape[3] - 1
@@ -391,16 +412,21 @@ def _indexed_join(
                     t = bounds[s, 2 * this + 1]
                     store_ts[s, this, t] = ts
                     store_seq[s, this, t] = run_seq[q]
-                    store_key[s, this, t] = run_key[q]
+                    store_cell[s, this, t] = run_cells[0, q]
                     if this == 0:
                         _store_row(fill_left, at + t, rows[q - i])
                     else:
                         _store_row(fill_right, at + t, rows[q - i])
                     bounds[s, 2 * this + 1] = t + 1
-                    c = _slot(run_key[q], width, wild)
+                    c = _slot(run_cells[0, q], wild, shift)
                     e = (cell_head[s, this, c] + cell_count[s, this, c]) & mask
                     cells[s, this, c, e] = t
                     cell_count[s, this, c] += 1
+                    entry = (s * cells.shape[2] + c) * cells.shape[3] + e
+                    if this == 0:
+                        _store_row(fill_grid_left, entry, rows[q - i])
+                    else:
+                        _store_row(fill_grid_right, entry, rows[q - i])
             i = stop
         progress[s] = n
     stats[0] = n_out
@@ -409,7 +435,7 @@ def _indexed_join(
 
 @njit(nogil=True, cache=True)
 def grid_loads(
-    store_key: NDArray[np.float64], bounds: NDArray[np.int64], width: float, cells_n: int
+    store_cell: NDArray[np.int64], bounds: NDArray[np.int64], cells_n: int, shift: int
 ) -> int:
     """The most live tuples any one cell of any store holds on a grid of ``cells_n`` cells.
 
@@ -417,11 +443,11 @@ def grid_loads(
     """
     loads = np.zeros(cells_n + 1, np.int64)
     most = 0
-    for s in range(store_key.shape[0]):
+    for s in range(store_cell.shape[0]):
         for side in range(2):
             loads[:] = 0
             for t in range(bounds[s, 2 * side], bounds[s, 2 * side + 1]):
-                c = _slot(store_key[s, side, t], width, cells_n)
+                c = _slot(store_cell[s, side, t], cells_n, shift)
                 loads[c] += 1
             most = max(most, loads.max())
     return most
@@ -429,24 +455,34 @@ def grid_loads(
 
 @njit(nogil=True, cache=True)
 def grid_build(
-    store_key: NDArray[np.float64],
+    store_cell: NDArray[np.int64],
     bounds: NDArray[np.int64],
-    width: float,
     cells: NDArray[np.int64],
     cell_head: NDArray[np.int64],
     cell_count: NDArray[np.int64],
+    copy_left: Fill,
+    copy_right: Fill,
+    shift: int,
 ) -> None:
     """Fill an empty grid (``cell_count`` zero) with every store's live tuples, in order.
 
-    The cells must have room (``grid_loads``). O(live tuples).
+    The cells must have room (``grid_loads``). ``copy_left`` and ``copy_right`` pair
+    each grid column with its store column. O(live tuples).
     """
     wild = cells.shape[2] - 1
-    for s in range(store_key.shape[0]):
+    capacity = store_cell.shape[2]
+    for s in range(store_cell.shape[0]):
         for side in range(2):
             for t in range(bounds[s, 2 * side], bounds[s, 2 * side + 1]):
-                c = _slot(store_key[s, side, t], width, wild)
-                cells[s, side, c, cell_count[s, side, c]] = t
-                cell_count[s, side, c] += 1
+                c = _slot(store_cell[s, side, t], wild, shift)
+                e = cell_count[s, side, c]
+                cells[s, side, c, e] = t
+                cell_count[s, side, c] = e + 1
+                entry = (s * cells.shape[2] + c) * cells.shape[3] + e
+                if side == 0:
+                    _store_row(copy_left, entry, s * capacity + t)
+                else:
+                    _store_row(copy_right, entry, s * capacity + t)
 
 
 @njit(nogil=True, cache=True)
@@ -459,10 +495,10 @@ def scalejoin_indexed_run(
     run_ts: NDArray[np.int64],
     run_source: NDArray[np.int64],
     run_seq: NDArray[np.int64],
-    run_key: NDArray[np.float64],
+    run_cells: NDArray[np.int64],
     store_ts: NDArray[np.int64],
     store_seq: NDArray[np.int64],
-    store_key: NDArray[np.float64],
+    store_cell: NDArray[np.int64],
     bounds: NDArray[np.int64],
     stored_left: Columns,
     stored_right: Columns,
@@ -471,19 +507,24 @@ def scalejoin_indexed_run(
     left: Columns,
     right: Columns,
     bases: NDArray[np.int64],
-    width: float,
     cells: NDArray[np.int64],
     cell_head: NDArray[np.int64],
     cell_count: NDArray[np.int64],
+    shift: int,
+    grid_left: Columns,
+    grid_right: Columns,
+    fill_grid_left: Fill,
+    fill_grid_right: Fill,
     out: NDArray[np.int64],
     stats: NDArray[np.int64],
 ) -> int:
     """``_indexed_join`` with ScaleJoin's predicate; L reads (x, y), R reads (a, b)."""
     return _indexed_join(
         _scalejoin_match, _scalejoin_match, slot_keys, keys, ws, wa, progress, run_ts,
-        run_source, run_seq, run_key, store_ts, store_seq, store_key, bounds, stored_left,
-        stored_right, fill_left, fill_right, left, right, bases, width, cells, cell_head,
-        cell_count, out, stats,
+        run_source, run_seq, run_cells, store_ts, store_seq, store_cell, bounds, stored_left,
+        stored_right, fill_left, fill_right, left, right, bases,
+        (cells, cell_head, cell_count, shift), (grid_left, grid_right),
+        (fill_grid_left, fill_grid_right), out, stats,
     )  # fmt: skip
 
 
@@ -497,10 +538,10 @@ def hedge_indexed_run(
     run_ts: NDArray[np.int64],
     run_source: NDArray[np.int64],
     run_seq: NDArray[np.int64],
-    run_key: NDArray[np.float64],
+    run_cells: NDArray[np.int64],
     store_ts: NDArray[np.int64],
     store_seq: NDArray[np.int64],
-    store_key: NDArray[np.float64],
+    store_cell: NDArray[np.int64],
     bounds: NDArray[np.int64],
     stored_left: Columns,
     stored_right: Columns,
@@ -509,17 +550,22 @@ def hedge_indexed_run(
     left: Columns,
     right: Columns,
     bases: NDArray[np.int64],
-    width: float,
     cells: NDArray[np.int64],
     cell_head: NDArray[np.int64],
     cell_count: NDArray[np.int64],
+    shift: int,
+    grid_left: Columns,
+    grid_right: Columns,
+    fill_grid_left: Fill,
+    fill_grid_right: Fill,
     out: NDArray[np.int64],
     stats: NDArray[np.int64],
 ) -> int:
     """``_indexed_join`` with hedge's predicate; each side reads (symbol, price, avg_price)."""
     return _indexed_join(
         _hedge_candidate, _hedge_match, slot_keys, keys, ws, wa, progress, run_ts,
-        run_source, run_seq, run_key, store_ts, store_seq, store_key, bounds, stored_left,
-        stored_right, fill_left, fill_right, left, right, bases, width, cells, cell_head,
-        cell_count, out, stats,
+        run_source, run_seq, run_cells, store_ts, store_seq, store_cell, bounds, stored_left,
+        stored_right, fill_left, fill_right, left, right, bases,
+        (cells, cell_head, cell_count, shift), (grid_left, grid_right),
+        (fill_grid_left, fill_grid_right), out, stats,
     )  # fmt: skip

@@ -19,7 +19,13 @@ from stretch.model.instance import UPDATED
 from stretch.model.oplus import OPlus
 from stretch.model.schema import ColumnType
 from stretch.operators.kernels import Band, BandJoin
-from stretch.operators.kernels._band_index import INDEX_FULL, grid_build, grid_loads
+from stretch.operators.kernels._band_index import (
+    INDEX_FULL,
+    NOT_FINITE,
+    band_cells,
+    grid_build,
+    grid_loads,
+)
 from stretch.operators.kernels._band_join import DONE, LAST, NEVER, OUT_FULL, STORE_FULL
 from stretch.vsn._compiled._runs import audit_groups, data_nodes, owned_groups
 from stretch.vsn._ingest import SourceRows, SourceStore, column_dtype
@@ -57,6 +63,42 @@ MAX_CELLS = 1 << 16
 """The most cells of a store's grid."""
 
 
+CELL_TARGET = 12
+"""The fewest tuples a store's occupied grid cells hold on average, when the stores
+are spread thinly (K keys share a window): grid cells then widen by powers of two."""
+MAX_SHIFT = 20
+"""The widest grid cell: 2**MAX_SHIFT band widths."""
+
+
+def _shift(cell: NDArray[np.int64], bounds: NDArray[np.int64]) -> tuple[int, int]:
+    """How many times to double the grid cells' width over the band's.
+
+    The least shift at which the occupied cells hold ``CELL_TARGET`` live tuples on
+    average, and the most cells a store occupies then (0 for empty stores).
+
+    A probe reads the cells within a band of its key; on a grid of cells of the band's
+    width that is three cells, each holding few tuples when the window is spread over
+    many keys, so the cost is in visiting cells rather than comparing. Wider cells
+    mean fewer visits for a few more comparisons (at most two cells wider than the band).
+    """
+    live = [
+        cell[s, side, bounds[s, 2 * side] : bounds[s, 2 * side + 1]]
+        for s in range(cell.shape[0])
+        for side in (0, 1)
+    ]
+    values = np.concatenate(live) if live else np.empty(0, np.int64)
+    values = values[values != NOT_FINITE]
+    if values.size == 0:
+        return 0, 0
+    owner = np.repeat(np.arange(len(live)), [int((v != NOT_FINITE).sum()) for v in live])
+    for shift in range(MAX_SHIFT + 1):
+        # (store, cell) as one int64; a collision only makes the estimate lower
+        pairs = np.unique((owner << 44) ^ ((values >> shift) & ((1 << 44) - 1)))
+        if values.size >= CELL_TARGET * pairs.size or shift == MAX_SHIFT:
+            return shift, int(np.bincount(pairs >> 44).max())
+    raise AssertionError  # the loop returns at MAX_SHIFT
+
+
 def _power_of_two(n: int) -> int:
     """The least power of two >= n (and >= 1)."""
     return 1 << max(0, int(n) - 1).bit_length()
@@ -70,28 +112,39 @@ class _Grid:
     ``count[s, side, c]`` of them; see ``stretch.operators.kernels._band_index``.
     """
 
-    def __init__(
-        self, key: NDArray[np.float64], bounds: NDArray[np.int64], width: float, extra: int
-    ) -> None:
-        slots, _, capacity = key.shape
+    def __init__(self, slab: _Slab, extra: int) -> None:
+        cell, bounds = slab.cell, slab.bounds
+        slots, _, capacity = cell.shape
+        self.shift, occupied = _shift(cell, bounds)
         budget = GRID_BUDGET * capacity + GRID_SLACK
-        cells_n = min(MAX_CELLS, _power_of_two(max(1, capacity // CELL_FILL)))
+        # As many cells as a store has occupied ones (or its capacity suggests, empty).
+        wanted = 2 * occupied if occupied else capacity // CELL_FILL
+        cells_n = min(MAX_CELLS, _power_of_two(max(1, wanted)))
         while True:
-            most = int(grid_loads(key, bounds, width, cells_n)) if slots else 0
-            room = _power_of_two(max(8, 2 * most, most + extra))
+            most = int(grid_loads(cell, bounds, cells_n, self.shift)) if slots else 0
+            room = _power_of_two(max(8, most + most // 2, most + extra))
             if cells_n == 1 or (cells_n + 1) * room <= budget:
                 break
             cells_n //= 2
         self.cells = np.empty((slots, 2, cells_n + 1, room), dtype=np.int64)
         self.head = np.zeros((slots, 2, cells_n + 1), dtype=np.int64)
         self.count = np.zeros((slots, 2, cells_n + 1), dtype=np.int64)
+        entries = slots * (cells_n + 1) * room
+        # A copy of the predicate's columns per entry: a cell is scanned in memory order.
+        self.columns = tuple(
+            tuple(np.empty(entries, dtype=dtype) for dtype in side) for side in slab.dtypes
+        )
         if slots:
-            grid_build(key, bounds, width, self.cells, self.head, self.count)
+            left, right = (
+                tuple(zip(self.columns[side], slab.columns[side], strict=True)) for side in (0, 1)
+            )
+            grid_build(cell, bounds, self.cells, self.head, self.count, left, right, self.shift)
 
     @property
     def nbytes(self) -> int:
         """The bytes the grid's arrays take."""
-        return int(self.cells.nbytes + self.head.nbytes + self.count.nbytes)
+        arrays = (self.cells, self.head, self.count, *self.columns[0], *self.columns[1])
+        return sum(int(a.nbytes) for a in arrays)
 
 
 class _Slab:
@@ -120,20 +173,20 @@ class _Slab:
         )
         self.bounds = np.zeros((len(slot_keys), LAST + 1), dtype=np.int64)
         self.bounds[:, LAST] = NEVER
-        # The band's key of each stored tuple, and the grid over them (an indexed join).
-        self.key = np.empty((len(slot_keys), 2, capacity if band else 0), dtype=np.float64)
+        # The band's cell of each stored tuple, and the grid over them (an indexed join).
+        self.cell = np.empty((len(slot_keys), 2, capacity if band else 0), dtype=np.int64)
         self.grid: _Grid | None = None
         self.regrid(0)
 
     def regrid(self, extra: int) -> None:
         """Rebuild the grid from the stores, with room for ``extra`` more tuples a cell."""
         if self.band is not None:
-            self.grid = _Grid(self.key, self.bounds, self.band.width, extra)
+            self.grid = _Grid(self, extra)
 
     @property
     def nbytes(self) -> int:
         """The bytes the slab's stores and grid take (its state)."""
-        arrays = (self.ts, self.seq, self.bounds, self.key, *self.columns[0], *self.columns[1])
+        arrays = (self.ts, self.seq, self.bounds, self.cell, *self.columns[0], *self.columns[1])
         return sum(int(a.nbytes) for a in arrays) + (self.grid.nbytes if self.grid else 0)
 
     @classmethod
@@ -159,7 +212,7 @@ class _Slab:
         new = cls(slot_keys, dtypes, capacity, None)
         new.band = band
         if band is not None:
-            new.key = np.empty((len(slot_keys), 2, capacity), dtype=np.float64)
+            new.cell = np.empty((len(slot_keys), 2, capacity), dtype=np.int64)
         for s, key in enumerate(slot_keys.tolist()):
             if key not in where:
                 continue
@@ -171,7 +224,7 @@ class _Slab:
                 new.ts[s, side, :live] = old.ts[o, side, head:tail]
                 new.seq[s, side, :live] = old.seq[o, side, head:tail]
                 if band is not None:
-                    new.key[s, side, :live] = old.key[o, side, head:tail]
+                    new.cell[s, side, :live] = old.cell[o, side, head:tail]
                 at, was = s * new.capacity, o * old.capacity
                 for to, of in zip(new.columns[side], old.columns[side], strict=True):
                     to[at : at + live] = of[was + head : was + tail]
@@ -257,7 +310,7 @@ class BandJoinKernel:
             tuple(held[side].column(name) for name in self.join.reads[side]) for side in (0, 1)
         )
         bases = np.array([held[0].base, held[1].base], dtype=np.int64)
-        run_key = None if self.band is None else self._run_keys(held, source, seq)
+        run_cells = None if self.band is None else self._run_cells(held, source, seq)
         out = np.empty((4, 1024), dtype=np.int64)
         stats = np.zeros(3, dtype=np.int64)  # matches in out, comparisons, nested groups
         progress = np.zeros(len(owned), dtype=np.int64)
@@ -271,7 +324,7 @@ class BandJoinKernel:
             )
             # The band: the join's O+ window is one tick longer than WS.
             window = (self.keys, self.op.ws_ms - 1, self.op.wa_ms, progress, ts, source, seq)
-            if run_key is None:
+            if run_cells is None:
                 status = self.join.run(
                     slab.slot_keys, *window, slab.ts, slab.seq, slab.bounds,
                     slab.columns[0], slab.columns[1], *fill, reads[0], reads[1], bases,
@@ -282,9 +335,11 @@ class BandJoinKernel:
                 assert self.band is not None
                 grid = slab.grid
                 status = self.join.indexed(
-                    slab.slot_keys, *window, run_key, slab.ts, slab.seq, slab.key,
+                    slab.slot_keys, *window, run_cells, slab.ts, slab.seq, slab.cell,
                     slab.bounds, slab.columns[0], slab.columns[1], *fill, reads[0], reads[1],
-                    bases, self.band.width, grid.cells, grid.head, grid.count, out, stats,
+                    bases, grid.cells, grid.head, grid.count, grid.shift, *grid.columns,
+                    tuple(zip(grid.columns[0], reads[0], strict=True)),
+                    tuple(zip(grid.columns[1], reads[1], strict=True)), out, stats,
                 )  # fmt: skip
             if stats[0]:
                 found.append(out[:, : stats[0]].copy())
@@ -303,15 +358,15 @@ class BandJoinKernel:
             matches = np.concatenate(found, axis=1)
             order = np.lexsort((matches[3], matches[1], matches[0]))
             matches = matches[:, order]
-            if run_key is not None:  # the indexed kernel gives store positions: rank them
+            if run_cells is not None:  # the indexed kernel gives store positions: rank them
                 matches[3] = _ranks(matches[0], matches[1])
             self._emit(instance, held, ts, source, seq, matches)
         return n
 
-    def _run_keys(
+    def _run_cells(
         self, held: tuple[SourceRows, ...], source: NDArray[np.int64], seq: NDArray[np.int64]
-    ) -> NDArray[np.float64]:
-        """The band's key of each run tuple, from its side's columns."""
+    ) -> NDArray[np.int64]:
+        """Each run tuple's cell and its probe's first and last cells (``band_cells``)."""
         assert self.band is not None
         keys = np.empty(source.shape[0], dtype=np.float64)
         for side in (0, 1):
@@ -319,7 +374,7 @@ class BandJoinKernel:
             rows = seq[mine] - held[side].base
             columns = tuple(held[side].column(name)[rows] for name in self.band.reads[side])
             keys[mine] = self.band.keys(side, columns)
-        return keys
+        return band_cells(keys, self.band.width)
 
     def state_bytes(self) -> int:
         """The bytes of every slab's stores and grids: the join's window state."""
