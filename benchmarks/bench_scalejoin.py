@@ -285,6 +285,16 @@ def index_study(args: argparse.Namespace) -> None:
     for ws, found in result["sweep"].items():
         rates = {case: f"{v['rows_per_s']:,.0f}" for case, v in found["median"].items()}
         print(f"{args.operator} ws={ws}: same rows {found['same_rows']}; rows/s {rates}")
+    if args.operator == "scalejoin":
+        result["skew"] = _index_study.skew(
+            make(args.rows // 4, args.rate, 3), 1000, args.keys, args.runs
+        )
+        write(name, result)
+        skewed = result["skew"]
+        print(
+            f"scalejoin, every x and a equal (ws=1000): p1 indexed = "
+            f"{skewed['indexed_over_nested']:.2f}x p1 nested; same rows {skewed['same_rows']}"
+        )
     big = make(args.target_rows, args.rate, 1) * copies
     result["targets"] = _index_study.targets(
         args.operator, big, args.ws, args.parallelism, args.keys, args.runs

@@ -43,6 +43,9 @@ def compiled_kernels() -> None:
     trade = TRADES.table([0, 1], [("A", 95.0, 100.0), ("B", 105.0, 100.0)])
     run_vsn(build("scalejoin", {"ws": 5, "keys": 2}), sj, 1, timeout_s=COMPILE_S)
     run_vsn(build("hedge", {"ws": 5, "keys": 2}), [trade, trade], 1, timeout_s=COMPILE_S)
+    tables = [LEFT.table([0], [(1.0, 1.0)]), RIGHT.table([1], [(1.0, 1.0)])]
+    for width in WIDTHS:  # a user's predicate compiles in each process, on first use
+        run_vsn(near_join(width, width), tables, 1, timeout_s=COMPILE_S)
 
 
 EDGES = [-20, -11, -10, -9, -1, 0, 1, 9, 10, 11, 19, 20, 21, 30]
@@ -173,7 +176,21 @@ def within(width: float) -> Any:
 
 LEFT = Schema.of(x="float", y="float")
 RIGHT = Schema.of(a="float", b="float")
-WIDTHS = [0.25, 1.0, 2.5, 10.0, 1e6]
+WIDTHS = [0.25, 2.5, 1e6]
+
+
+def near_join(width: float, band: float) -> stretch.OPlus:
+    """A user band join with ``within(width)`` as its predicate, indexed on ``band``."""
+    return stretch.band_join(
+        "near",
+        30,
+        left=LEFT,
+        right=RIGHT,
+        predicate=within(width),
+        output={"x": "left.x", "a": "right.a", "b": "right.b"},
+        keys=3,
+        band=("x", "a", band),
+    )
 
 
 @st.composite
@@ -196,17 +213,7 @@ def test_user_band_join_equals_run_sn(
     """A user's band (declared exactly or looser than the predicate) gives run_sn's rows."""
     tables = data.draw(float_streams(width))
     m, schedule = plan
-    predicate = within(width)
-    op = stretch.band_join(
-        "near",
-        30,
-        left=LEFT,
-        right=RIGHT,
-        predicate=predicate,
-        output={"x": "left.x", "a": "right.a", "b": "right.b"},
-        keys=3,
-        band=("x", "a", 3 * width if loose else width),
-    )
+    op = near_join(width, 3 * width if loose else width)
 
     def twin(left: StreamTuple, right: StreamTuple) -> Payload | None:
         if abs(left["x"] - right["a"]) <= width and left["y"] * right["b"] >= 0:
