@@ -35,6 +35,12 @@ COMPILE_S = 900.0
 """A deadline for the first run of each kernel, which compiles it (Numba, a loaded machine)."""
 
 
+@pytest.fixture(autouse=True)
+def index_every_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Index every key's window, however short (the kernel compares short ones nested)."""
+    monkeypatch.setattr(compiled_band_join, "SMALL_WINDOW", 0)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def compiled_kernels() -> None:
     """Compile the indexed kernels once, under a deadline for compiling, not for running."""

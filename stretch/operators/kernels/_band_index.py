@@ -19,7 +19,8 @@ matches by store position, which is the stored order the reference emits them in
 band's business; the predicate decides.
 
 When the cells a group of probes would scan hold more than a quarter of the window
-(every key in one cell, a wide band), the group runs the nested loop of ``_band_join``
+(every key in one cell, a wide band), or the window is short, the group runs the nested
+loop of ``_band_join``
 instead (its vectorized count then scan), so skewed data costs what the nested loop
 costs, never more. A cell without room (after dropping its expired head) stops the
 kernel before the tuple (``INDEX_FULL``); the caller rebuilds the grid with more room
@@ -298,7 +299,7 @@ def _indexed_join(
     left: Columns,
     right: Columns,
     bases: NDArray[np.int64],
-    grid: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], int],
+    grid: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], int, int],
     grid_columns: tuple[Columns, Columns],
     fill_grid: tuple[Fill, Fill],
     out: NDArray[np.int64],
@@ -311,7 +312,9 @@ def _indexed_join(
     stored tuples' cells, beside ``store_ts``) and the grid: ``cells[s, side, c, e]``
     the store positions of cell c's ring buffer
     (``C + 1`` cells, the last the wild one; a capacity that is a power of two), its
-    head ``cell_head[s, side, c]`` and length ``cell_count[s, side, c]``, and a copy
+    head ``cell_head[s, side, c]`` and length ``cell_count[s, side, c]``, the grid
+    cells' ``shift`` over the band's cells, ``small_window`` (a key's window of at most
+    that many tuples is compared by the nested loop), and a copy
     of the columns the predicate reads of each entry (``grid_left`` / ``grid_right``
     at ``(s * (C + 1) + c) * capacity + e``; ``fill_grid_left`` / ``fill_grid_right``
     pair them with the input columns). A match's
@@ -320,7 +323,7 @@ def _indexed_join(
     grid with more room and calls again). ``stats`` holds the matches written, the
     comparisons made and the groups run as a nested loop.
     """
-    cells, cell_head, cell_count, shift = grid
+    cells, cell_head, cell_count, shift, small_window = grid
     grid_left, grid_right = grid_columns
     fill_grid_left, fill_grid_right = fill_grid
     n_out = stats[0]
@@ -356,7 +359,7 @@ def _indexed_join(
                 head += 1
             window = tail - head
             scan = _group_candidates(run_cells, i, stop, cell_count, s, other, window, shift)
-            nested = scan * NESTED_SHARE > (stop - i) * window
+            nested = window <= small_window or scan * NESTED_SHARE > (stop - i) * window
             room = capacity - bounds[s, 2 * this + 1]
             if n_out + min(scan, (stop - i) * window) > cap_out or room < stop - i:
                 progress[s] = i
@@ -511,6 +514,7 @@ def scalejoin_indexed_run(
     cell_head: NDArray[np.int64],
     cell_count: NDArray[np.int64],
     shift: int,
+    small_window: int,
     grid_left: Columns,
     grid_right: Columns,
     fill_grid_left: Fill,
@@ -523,7 +527,7 @@ def scalejoin_indexed_run(
         _scalejoin_match, _scalejoin_match, slot_keys, keys, ws, wa, progress, run_ts,
         run_source, run_seq, run_cells, store_ts, store_seq, store_cell, bounds, stored_left,
         stored_right, fill_left, fill_right, left, right, bases,
-        (cells, cell_head, cell_count, shift), (grid_left, grid_right),
+        (cells, cell_head, cell_count, shift, small_window), (grid_left, grid_right),
         (fill_grid_left, fill_grid_right), out, stats,
     )  # fmt: skip
 
@@ -554,6 +558,7 @@ def hedge_indexed_run(
     cell_head: NDArray[np.int64],
     cell_count: NDArray[np.int64],
     shift: int,
+    small_window: int,
     grid_left: Columns,
     grid_right: Columns,
     fill_grid_left: Fill,
@@ -566,6 +571,6 @@ def hedge_indexed_run(
         _hedge_candidate, _hedge_match, slot_keys, keys, ws, wa, progress, run_ts,
         run_source, run_seq, run_cells, store_ts, store_seq, store_cell, bounds, stored_left,
         stored_right, fill_left, fill_right, left, right, bases,
-        (cells, cell_head, cell_count, shift), (grid_left, grid_right),
+        (cells, cell_head, cell_count, shift, small_window), (grid_left, grid_right),
         (fill_grid_left, fill_grid_right), out, stats,
     )  # fmt: skip

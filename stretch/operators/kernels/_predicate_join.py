@@ -143,6 +143,7 @@ def _indexed_entry_point(match: Callable[..., bool]) -> Callable[..., int]:
         cell_head: Any,
         cell_count: Any,
         shift: int,
+        small_window: int,
         grid_left: Any,
         grid_right: Any,
         fill_grid_left: Any,
@@ -153,7 +154,8 @@ def _indexed_entry_point(match: Callable[..., bool]) -> Callable[..., int]:
         return _indexed_join(
             match, match, slot_keys, keys, ws, wa, progress, run_ts, run_source, run_seq,
             run_cells, store_ts, store_seq, store_cell, bounds, stored_left, stored_right,
-            fill_left, fill_right, left, right, bases, (cells, cell_head, cell_count, shift),
+            fill_left, fill_right, left, right, bases,
+            (cells, cell_head, cell_count, shift, small_window),
             (grid_left, grid_right), (fill_grid_left, fill_grid_right), out, stats,
         )  # fmt: skip
 

@@ -33,7 +33,7 @@ from stretch.vsn._instance import ReadyNodes, VSNInstance
 from stretch.vsn._output_block import OutputBlock
 from stretch.vsn._reconfiguration import EpochPlan
 
-__all__ = ["GRID_BUDGET", "MIN_CAPACITY", "BandJoinKernel"]
+__all__ = ["GRID_BUDGET", "MIN_CAPACITY", "SMALL_WINDOW", "BandJoinKernel"]
 
 
 def _gathered(
@@ -66,6 +66,10 @@ MAX_CELLS = 1 << 16
 CELL_TARGET = 12
 """The fewest tuples a store's occupied grid cells hold on average, when the stores
 are spread thinly (K keys share a window): grid cells then widen by powers of two."""
+SMALL_WINDOW = 128
+"""A key's window of at most this many tuples is compared by the nested loop: a vector
+block or so, which its count reads about as fast as a probe visits its cells (K keys
+sharing a short window, as at WS 1 s)."""
 MAX_SHIFT = 20
 """The widest grid cell: 2**MAX_SHIFT band widths."""
 
@@ -337,7 +341,8 @@ class BandJoinKernel:
                 status = self.join.indexed(
                     slab.slot_keys, *window, run_cells, slab.ts, slab.seq, slab.cell,
                     slab.bounds, slab.columns[0], slab.columns[1], *fill, reads[0], reads[1],
-                    bases, grid.cells, grid.head, grid.count, grid.shift, *grid.columns,
+                    bases, grid.cells, grid.head, grid.count, grid.shift, SMALL_WINDOW,
+                    *grid.columns,
                     tuple(zip(grid.columns[0], reads[0], strict=True)),
                     tuple(zip(grid.columns[1], reads[1], strict=True)), out, stats,
                 )  # fmt: skip
