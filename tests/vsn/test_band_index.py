@@ -135,7 +135,11 @@ def test_one_cell_runs_the_nested_loop_with_the_same_output() -> None:
 
 
 def test_spread_keys_take_the_index_and_compare_less() -> None:
-    """Keys spread over many cells: no group takes the nested loop; fewer comparisons."""
+    """Keys spread over many cells: the index serves the probes and compares far less.
+
+    Only a probe meeting a window of a few tuples, one of them in its cells (a quarter of
+    that window), takes the nested loop.
+    """
     rng = np.random.default_rng(5)
     n = 2000
     ts = np.sort(rng.integers(0, 1000, n)).tolist()
@@ -150,7 +154,7 @@ def test_spread_keys_take_the_index_and_compare_less() -> None:
         assert isinstance(kernel, BandJoinKernel)
         comparisons[index] = sum(kernel.comparisons.values())
         if index == "on":
-            assert nested_groups(pipeline) == 0
+            assert nested_groups(pipeline) <= 10
             assert kernel.state_bytes() > sum(
                 s.grid.nbytes for s in kernel.slabs.values() if s.grid
             )
