@@ -41,14 +41,16 @@ STRETCH = str(Path(sys.executable).parent / "stretch")
 
 
 def same_rows(tables: dict[str, pa.Table]) -> bool:
-    """Whether every table holds the same rows (as multisets; column types aside)."""
+    """Whether every table holds the same rows (as multisets), compared sorted in Arrow."""
 
-    def key(table: pa.Table) -> list[tuple[Any, ...]]:
-        names = [c for c in table.column_names if c != "offset"]
-        return sorted(zip(*(table.column(c).to_pylist() for c in names), strict=True))
+    def ordered(table: pa.Table, schema: pa.Schema) -> pa.Table:
+        table = table.select(schema.names).cast(schema)
+        return table.sort_by([(name, "ascending") for name in schema.names])
 
-    found = [key(t) for t in tables.values()]
-    return all(f == found[0] for f in found)
+    first = next(iter(tables.values()))
+    schema = first.select([c for c in first.column_names if c != "offset"]).schema
+    expected = ordered(first, schema)
+    return all(ordered(t, schema).equals(expected) for t in tables.values())
 
 
 def _timed(work: Callable[[], Any], rows: int) -> dict[str, float]:
