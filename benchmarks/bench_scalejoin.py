@@ -18,7 +18,14 @@ Targets (docs/design.md): p1 >= 0.8x 1T; p2 >= 1.8x p1 where two loops at once r
 >= 1.9x 1T. ``cpu_s`` is the CPU time each case used; ``p{m}_over_1T_cpu`` is the 1T's
 CPU time over the case's: the ratio on a machine whose cores others share, where wall
 times favour whichever case runs more threads. Writes JSON and a PNG to
-benchmarks/results/ (``scalejoin`` or ``hedge_join``).
+benchmarks/results/ (``scalejoin`` or ``hedge_join``). Both run the operator with
+``index=off``: the paper's nested loop, every tuple against the whole opposite window.
+
+``--study index`` measures the band index of issue 22 instead (``_index_study.py``):
+rows/s against WS (``--windows``) for the nested-loop and the indexed 1T, and the
+operator at each parallelism with the index off and on (JSON and a PNG of the cost
+against the window: ``{name}_index``), then the targets as whole processes on
+``--target-rows`` rows per stream at ``--ws``.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import _index_study
 import pyarrow as pa
 import pyarrow.parquet as pq
 from _util import figure, interleaved, machine, medians, progress, save, write
@@ -86,7 +94,7 @@ def vsn(
     operator: str, tables: list[pa.Table], ws: int, m: int, keys: int, comparisons: int
 ) -> dict[str, float]:
     """The catalog operator at parallelism m through ``run_vsn`` (feeding included)."""
-    op = build(operator, {"ws": ws, "keys": keys})
+    op = build(operator, {"ws": ws, "keys": keys, "index": "off"})
     cpu = time.process_time()
     start = time.perf_counter()
     run_vsn(op, tables, m)
@@ -161,7 +169,19 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=16, help="K (the catalog's default: 16)")
     parser.add_argument("--parallelism", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--study", choices=["q3", "index"], default="q3", help="Q3 (nested loop) or the index"
+    )
+    parser.add_argument(
+        "--windows", type=int, nargs="+", default=[1000, 10_000, 60_000], help="WS (index)"
+    )
+    parser.add_argument(
+        "--target-rows", type=int, default=1_000_000, help="rows per stream (index targets)"
+    )
     args = parser.parse_args()
+    if args.study == "index":
+        index_study(args)
+        return
     result: dict[str, Any] = {"args": vars(args), "machine": machine()}
     make: Callable[[int, float, int], list[pa.Table]] = (
         scalejoin if args.operator == "scalejoin" else hedge
@@ -196,7 +216,8 @@ def main() -> None:
 
         one_t = one_t_writing(out)
         replay = [STRETCH, "-v", "replay", args.operator, "--param", f"ws={args.ws}"]
-        replay += ["--param", f"keys={args.keys}", "--output", out, "--sorted"]
+        replay += ["--param", f"keys={args.keys}", "--param", "index=off"]
+        replay += ["--output", out, "--sorted"]
         replay += inputs
         cases: dict[str, Callable[[], dict[str, float]]] = {
             "1T": lambda: one_thread(args.operator, tables, args.ws),
@@ -242,6 +263,44 @@ def main() -> None:
         ax.set_xticks(ms)
         ax.legend()
     progress(f"wrote {save(fig, name)}")
+
+
+def index_study(args: argparse.Namespace) -> None:
+    """``--study index``: the sweep over WS, its plot, then the whole-process targets."""
+    result: dict[str, Any] = {"args": vars(args), "machine": machine()}
+    make: Callable[[int, float, int], list[pa.Table]] = (
+        scalejoin if args.operator == "scalejoin" else hedge
+    )
+    copies = 2 if args.operator == "hedge" else 1
+    warm = make(2000, args.rate, 2) * copies
+    progress("warm-up (JIT)")
+    _index_study.sweep(args.operator, warm, [args.ws], args.parallelism, args.keys, 1)
+    tables = make(args.rows, args.rate, 1) * copies
+    result["sweep"] = _index_study.sweep(
+        args.operator, tables, args.windows, args.parallelism, args.keys, args.runs
+    )
+    name = ("scalejoin" if args.operator == "scalejoin" else "hedge_join") + "_index"
+    write(name, result)
+    progress(f"wrote {_index_study.plot(name, args.operator, result['sweep'])}")
+    for ws, found in result["sweep"].items():
+        rates = {case: f"{v['rows_per_s']:,.0f}" for case, v in found["median"].items()}
+        print(f"{args.operator} ws={ws}: same rows {found['same_rows']}; rows/s {rates}")
+    if args.operator == "scalejoin":
+        result["skew"] = _index_study.skew(
+            make(args.rows // 4, args.rate, 3), 1000, args.keys, args.runs
+        )
+        write(name, result)
+        skewed = result["skew"]
+        print(
+            f"scalejoin, every x and a equal (ws=1000): p1 indexed = "
+            f"{skewed['indexed_over_nested']:.2f}x p1 nested; same rows {skewed['same_rows']}"
+        )
+    big = make(args.target_rows, args.rate, 1) * copies
+    result["targets"] = _index_study.targets(
+        args.operator, big, args.ws, args.parallelism, args.keys, args.runs
+    )
+    write(name, result)
+    _index_study.report(args.operator, result["targets"])
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from stretch.model.oplus import (
 )
 from stretch.model.schema import TS, Schema
 from stretch.operators.joins import band_join
-from stretch.operators.kernels import HEDGE, SCALEJOIN, AggregateSpec, ForwardSpec
+from stretch.operators.kernels import HEDGE, SCALEJOIN, AggregateSpec, BandJoin, ForwardSpec
 
 __all__ = [
     "CATALOG",
@@ -300,6 +300,28 @@ def _hedge_match(left: StreamTuple, right: StreamTuple) -> Payload | None:
     return None
 
 
+def _index(text: str) -> str:
+    """The ``index`` parameter of the band joins: ``on`` or ``off``."""
+    value = text.strip().lower()
+    if value not in {"on", "off"}:
+        msg = f"must be 'on' or 'off', got {text[:40]!r}"
+        raise ValueError(msg)
+    return value
+
+
+def _indexed(kernel: BandJoin, p: Mapping[str, Any]) -> BandJoin:
+    """The join's kernel with its band's index, or the nested loop (``index=off``)."""
+    return kernel if p["index"] == "on" else replace(kernel, band=None, indexed=None)
+
+
+_INDEX = Param(
+    _index,
+    "on",
+    "'on': each probe reads only the grid cells of its band; 'off': the nested loop of "
+    "the paper (every probe compares the whole opposite window)",
+)
+
+
 def _scalejoin(p: Mapping[str, Any]) -> OPlus:
     return band_join(
         "scalejoin",
@@ -309,7 +331,7 @@ def _scalejoin(p: Mapping[str, Any]) -> OPlus:
         Schema.of(x="int", y="float", a="int", b="float", c="float", d="bool"),
         _scalejoin_match,
         p["keys"],
-        kernel=SCALEJOIN,
+        kernel=_indexed(SCALEJOIN, p),
     )
 
 
@@ -322,7 +344,7 @@ def _hedge(p: Mapping[str, Any]) -> OPlus:
         Schema.of(l_symbol="str", l_price="float", r_symbol="str", r_price="float"),
         _hedge_match,
         p["keys"],
-        kernel=HEDGE,
+        kernel=_indexed(HEDGE, p),
     )
 
 
@@ -353,12 +375,12 @@ CATALOG: dict[str, OperatorSpec] = {
     "scalejoin": OperatorSpec(
         "Operator 10: band join of L(x, y) and R(a, b, c, d) within WS",
         _scalejoin,
-        {**_window_params(1, 300_000), "keys": _KEYS},
+        {**_window_params(1, 300_000), "keys": _KEYS, "index": _INDEX},
     ),
     "hedge": OperatorSpec(
         "section 8.6: pairs of trades of different symbols with opposite deviations",
         _hedge,
-        {**_window_params(1, 30_000), "keys": _KEYS},
+        {**_window_params(1, 30_000), "keys": _KEYS, "index": _INDEX},
         one_stream=True,
     ),
     "wordcount": OperatorSpec(

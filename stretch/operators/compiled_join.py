@@ -22,21 +22,32 @@ Example::
         right=stretch.Schema.of(a="int", b="float"),
         predicate=near,
         output={"x": "left.x", "a": "right.a"},
+        band=("x", "a", 5),
     )
+
+``band=("x", "a", 5)`` declares that every matching pair has ``|x - a| <= 5`` (the
+predicate implies it): each key's window is then indexed by a grid on ``x`` (L) and
+``a`` (R), and a tuple is compared only with the tuples of the cells within 5 of its
+value, with the predicate deciding each pair (``kernels._band_index``). The output is the
+same, row for row; without ``band`` every tuple is compared with the whole opposite
+window (the nested loop). A band looser than the predicate (``|x - a| <= 8`` here) is
+correct but scans more; one tighter than it loses matches, so declare only what the
+predicate implies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from numba.core.dispatcher import Dispatcher
 
 from stretch.errors import OperatorError
 from stretch.model.oplus import OPlus, Payload, StreamTuple
-from stretch.model.schema import Schema
+from stretch.model.schema import ColumnType, Schema
 from stretch.operators.joins import band_join as j_plus
-from stretch.operators.kernels import BandJoin
-from stretch.operators.kernels._predicate_join import predicate_run
+from stretch.operators.kernels import Band, BandJoin
+from stretch.operators.kernels._predicate_join import predicate_indexed_run, predicate_run
 
 __all__ = ["band_join"]
 
@@ -61,6 +72,29 @@ def _payload(
     return tuple(payload)
 
 
+def _band(name: str, band: tuple[str, str, float], inputs: tuple[Schema, Schema]) -> Band:
+    """``band`` as a ``Band``, its columns numeric columns of L and R."""
+    try:
+        column_left, column_right, width = band
+    except (TypeError, ValueError):
+        msg = f"band join {name!r}: band must be (left column, right column, width), got {band!r}"
+        raise OperatorError(msg) from None
+    for side, column in ((0, column_left), (1, column_right)):
+        types = dict(inputs[side])
+        if types.get(column) not in (ColumnType.INT, ColumnType.FLOAT):
+            which = ("left", "right")[side]
+            msg = (
+                f"band join {name!r}: band column {column!r} is not a numeric column of "
+                f"{which} ({inputs[side].names})"
+            )
+            raise OperatorError(msg)
+    try:
+        return Band(float(width), (column_left,), (column_right,))
+    except (TypeError, ValueError) as exc:
+        msg = f"band join {name!r}: band {band!r}: {exc}"
+        raise OperatorError(msg) from None
+
+
 def band_join(
     name: str,
     ws: int,
@@ -72,6 +106,7 @@ def band_join(
     reads: tuple[Sequence[str], Sequence[str]] | None = None,
     wa: int = 1,
     keys: int = 16,
+    band: tuple[str, str, float] | None = None,
 ) -> OPlus:
     """A band join of L and R emitting ``output`` for the pairs within ``ws`` that match.
 
@@ -93,13 +128,17 @@ def band_join(
         wa: WA in ms (the paper uses delta = 1 ms).
         keys: K, the number of keys the stored tuples are spread over (at least the
             largest parallelism the operator will run at).
+        band: ``(left column, right column, width)``: the predicate accepts a pair only
+            if ``|left - right| <= width`` (numeric columns), so each window is indexed
+            on those columns; None compares every pair within ``ws`` (the nested loop).
 
     Returns:
         The J+ (Operator 10), with its compiled kernel declared in ``OPlus.kernel``.
 
     Raises:
-        OperatorError: ``predicate`` is not a Numba-compiled function, or ``reads`` or
-            ``output`` names a column the schemas do not have.
+        OperatorError: ``predicate`` is not a Numba-compiled function, ``reads`` or
+            ``output`` names a column the schemas do not have, or ``band`` names a
+            column that is not numeric or a width that is not finite and positive.
 
     """
     if not isinstance(predicate, Dispatcher):
@@ -128,7 +167,12 @@ def band_join(
             return tuple((l, r)[side][of] for side, of in payload)
         return None
 
-    kernel = BandJoin(
-        predicate_run(predicate, len(read_left), len(read_right)), (read_left, read_right), payload
-    )
+    n_left, n_right = len(read_left), len(read_right)
+    kernel = BandJoin(predicate_run(predicate, n_left, n_right), (read_left, read_right), payload)
+    if band is not None:
+        kernel = replace(
+            kernel,
+            band=_band(name, band, inputs),
+            indexed=predicate_indexed_run(predicate, n_left, n_right),
+        )
     return j_plus(name, wa, ws, inputs, schema, match, keys, kernel=kernel)

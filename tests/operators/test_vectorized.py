@@ -92,7 +92,7 @@ def user_join(predicate: Dispatcher) -> Callable[..., int]:
 
 
 def catalog_join(name: str, tables: list[pa.Table]) -> None:
-    run_vsn(build(name, {"ws": 100, "keys": 4}), tables, 1)
+    run_vsn(build(name, {"ws": 100, "keys": 4, "index": "off"}), tables, 1)  # the nested loop
 
 
 @pytest.mark.parametrize(

@@ -190,7 +190,7 @@ def test_full_store_stops_the_kernel_and_grows() -> None:
     per run always suffices; here the first reservation of each run is skipped to take
     the path that grows a full store.
     """
-    op = build("scalejoin", {"ws": 10, "keys": 3})
+    op = build("scalejoin", {"ws": 10, "keys": 3, "index": "off"})  # the nested loop's run
     assert op.kernel is not None
     join = op.kernel.join  # type: ignore[attr-defined]
     statuses: list[int] = []

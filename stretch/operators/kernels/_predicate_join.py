@@ -38,11 +38,14 @@ from typing import Any
 from numba import njit
 from numba.core.dispatcher import Dispatcher
 
+from stretch.operators.kernels._band_index import _indexed_join
 from stretch.operators.kernels._band_join import _band_join
 
-__all__ = ["predicate_run"]
+__all__ = ["predicate_indexed_run", "predicate_run"]
 
 _RUNS: dict[tuple[Dispatcher, int, int], Callable[..., int]] = {}
+_INDEXED: dict[tuple[Dispatcher, int, int], Callable[..., int]] = {}
+_MATCHES: dict[tuple[Dispatcher, int, int], Callable[..., bool]] = {}
 _LOCK = threading.Lock()
 
 
@@ -112,6 +115,63 @@ def _entry_point(match: Callable[..., bool]) -> Callable[..., int]:
     return compiled
 
 
+def _indexed_entry_point(match: Callable[..., bool]) -> Callable[..., int]:
+    """An entry point with the signature of ``scalejoin_indexed_run`` running ``match``."""
+
+    def run(
+        slot_keys: Any,
+        keys: int,
+        ws: int,
+        wa: int,
+        progress: Any,
+        run_ts: Any,
+        run_source: Any,
+        run_seq: Any,
+        run_cells: Any,
+        store_ts: Any,
+        store_seq: Any,
+        store_cell: Any,
+        bounds: Any,
+        stored_left: Any,
+        stored_right: Any,
+        fill_left: Any,
+        fill_right: Any,
+        left: Any,
+        right: Any,
+        bases: Any,
+        cells: Any,
+        cell_head: Any,
+        cell_count: Any,
+        shift: int,
+        small_window: int,
+        grid_left: Any,
+        grid_right: Any,
+        fill_grid_left: Any,
+        fill_grid_right: Any,
+        out: Any,
+        stats: Any,
+    ) -> int:
+        return _indexed_join(
+            match, match, slot_keys, keys, ws, wa, progress, run_ts, run_source, run_seq,
+            run_cells, store_ts, store_seq, store_cell, bounds, stored_left, stored_right,
+            fill_left, fill_right, left, right, bases,
+            (cells, cell_head, cell_count, shift, small_window),
+            (grid_left, grid_right), (fill_grid_left, fill_grid_right), out, stats,
+        )  # fmt: skip
+
+    compiled: Callable[..., int] = njit(nogil=True)(run)
+    return compiled
+
+
+def _match(predicate: Dispatcher, n_left: int, n_right: int) -> Callable[..., bool]:
+    """The adapter of ``predicate``, one per (predicate, columns read); call under _LOCK."""
+    key = (predicate, n_left, n_right)
+    match = _MATCHES.get(key)
+    if match is None:
+        match = _MATCHES[key] = _adapter(predicate, n_left, n_right)
+    return match
+
+
 def predicate_run(predicate: Dispatcher, n_left: int, n_right: int) -> Callable[..., int]:
     """The band-join entry point for ``predicate`` reading ``n_left`` + ``n_right`` values.
 
@@ -122,5 +182,15 @@ def predicate_run(predicate: Dispatcher, n_left: int, n_right: int) -> Callable[
     with _LOCK:
         run = _RUNS.get(key)
         if run is None:
-            run = _RUNS[key] = _entry_point(_adapter(predicate, n_left, n_right))
+            run = _RUNS[key] = _entry_point(_match(predicate, n_left, n_right))
+    return run
+
+
+def predicate_indexed_run(predicate: Dispatcher, n_left: int, n_right: int) -> Callable[..., int]:
+    """``predicate_run`` through a band's index (``_band_index``); one per process too."""
+    key = (predicate, n_left, n_right)
+    with _LOCK:
+        run = _INDEXED.get(key)
+        if run is None:
+            run = _INDEXED[key] = _indexed_entry_point(_match(predicate, n_left, n_right))
     return run

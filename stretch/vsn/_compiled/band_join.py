@@ -18,7 +18,14 @@ from numpy.typing import NDArray
 from stretch.model.instance import UPDATED
 from stretch.model.oplus import OPlus
 from stretch.model.schema import ColumnType
-from stretch.operators.kernels import BandJoin
+from stretch.operators.kernels import Band, BandJoin
+from stretch.operators.kernels._band_index import (
+    INDEX_FULL,
+    NOT_FINITE,
+    band_cells,
+    grid_build,
+    grid_loads,
+)
 from stretch.operators.kernels._band_join import DONE, LAST, NEVER, OUT_FULL, STORE_FULL
 from stretch.vsn._compiled._runs import audit_groups, data_nodes, owned_groups
 from stretch.vsn._ingest import SourceRows, SourceStore, column_dtype
@@ -26,7 +33,7 @@ from stretch.vsn._instance import ReadyNodes, VSNInstance
 from stretch.vsn._output_block import OutputBlock
 from stretch.vsn._reconfiguration import EpochPlan
 
-__all__ = ["MIN_CAPACITY", "BandJoinKernel"]
+__all__ = ["GRID_BUDGET", "MIN_CAPACITY", "SMALL_WINDOW", "BandJoinKernel"]
 
 
 def _gathered(
@@ -45,6 +52,104 @@ MIN_CAPACITY = 256
 Dtypes = tuple[tuple[np.dtype[Any], ...], tuple[np.dtype[Any], ...]]
 """The types of the columns the predicate reads, of L and of R."""
 
+GRID_BUDGET = 8
+"""A store's grid holds at most this many entries per tuple of the store's capacity
+(plus ``GRID_SLACK``): the number of cells halves until the grid fits."""
+GRID_SLACK = 1024
+"""Grid entries a store may have beyond ``GRID_BUDGET`` per tuple."""
+CELL_FILL = 4
+"""Tuples of a store's capacity per grid cell, when the cells are chosen."""
+MAX_CELLS = 1 << 16
+"""The most cells of a store's grid."""
+
+
+CELL_TARGET = 12
+"""The fewest tuples a store's occupied grid cells hold on average, when the stores
+are spread thinly (K keys share a window): grid cells then widen by powers of two."""
+SMALL_WINDOW = 128
+"""A key's window of at most this many tuples is compared by the nested loop: a vector
+block or so, which its count reads about as fast as a probe visits its cells (K keys
+sharing a short window, as at WS 1 s)."""
+MAX_SHIFT = 20
+"""The widest grid cell: 2**MAX_SHIFT band widths."""
+
+
+def _shift(cell: NDArray[np.int64], bounds: NDArray[np.int64]) -> tuple[int, int]:
+    """How many times to double the grid cells' width over the band's.
+
+    The least shift at which the occupied cells hold ``CELL_TARGET`` live tuples on
+    average, and the most cells a store occupies then (0 for empty stores).
+
+    A probe reads the cells within a band of its key; on a grid of cells of the band's
+    width that is three cells, each holding few tuples when the window is spread over
+    many keys, so the cost is in visiting cells rather than comparing. Wider cells
+    mean fewer visits for a few more comparisons (at most two cells wider than the band).
+    """
+    live = [
+        cell[s, side, bounds[s, 2 * side] : bounds[s, 2 * side + 1]]
+        for s in range(cell.shape[0])
+        for side in (0, 1)
+    ]
+    values = np.concatenate(live) if live else np.empty(0, np.int64)
+    values = values[values != NOT_FINITE]
+    if values.size == 0:
+        return 0, 0
+    owner = np.repeat(np.arange(len(live)), [int((v != NOT_FINITE).sum()) for v in live])
+    for shift in range(MAX_SHIFT + 1):
+        # (store, cell) as one int64; a collision only makes the estimate lower
+        pairs = np.unique((owner << 44) ^ ((values >> shift) & ((1 << 44) - 1)))
+        if values.size >= CELL_TARGET * pairs.size or shift == MAX_SHIFT:
+            return shift, int(np.bincount(pairs >> 44).max())
+    raise AssertionError  # the loop returns at MAX_SHIFT
+
+
+def _power_of_two(n: int) -> int:
+    """The least power of two >= n (and >= 1)."""
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+class _Grid:
+    """The index of every store of a slab: per slot and side, ``cells`` ring buffers.
+
+    ``cells[s, side, c]`` holds the store positions of the tuples of cell c (the last
+    cell: keys that are not finite) in insertion order, from ``head[s, side, c]``,
+    ``count[s, side, c]`` of them; see ``stretch.operators.kernels._band_index``.
+    """
+
+    def __init__(self, slab: _Slab, extra: int) -> None:
+        cell, bounds = slab.cell, slab.bounds
+        slots, _, capacity = cell.shape
+        self.shift, occupied = _shift(cell, bounds)
+        budget = GRID_BUDGET * capacity + GRID_SLACK
+        # As many cells as a store has occupied ones (or its capacity suggests, empty).
+        wanted = 2 * occupied if occupied else capacity // CELL_FILL
+        cells_n = min(MAX_CELLS, _power_of_two(max(1, wanted)))
+        while True:
+            most = int(grid_loads(cell, bounds, cells_n, self.shift)) if slots else 0
+            room = _power_of_two(max(8, most + most // 2, most + extra))
+            if cells_n == 1 or (cells_n + 1) * room <= budget:
+                break
+            cells_n //= 2
+        self.cells = np.empty((slots, 2, cells_n + 1, room), dtype=np.int64)
+        self.head = np.zeros((slots, 2, cells_n + 1), dtype=np.int64)
+        self.count = np.zeros((slots, 2, cells_n + 1), dtype=np.int64)
+        entries = slots * (cells_n + 1) * room
+        # A copy of the predicate's columns per entry: a cell is scanned in memory order.
+        self.columns = tuple(
+            tuple(np.empty(entries, dtype=dtype) for dtype in side) for side in slab.dtypes
+        )
+        if slots:
+            left, right = (
+                tuple(zip(self.columns[side], slab.columns[side], strict=True)) for side in (0, 1)
+            )
+            grid_build(cell, bounds, self.cells, self.head, self.count, left, right, self.shift)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the grid's arrays take."""
+        arrays = (self.cells, self.head, self.count, *self.columns[0], *self.columns[1])
+        return sum(int(a.nbytes) for a in arrays)
+
 
 class _Slab:
     """The stored L and R tuples of the keys one instance owns, one slot per key.
@@ -57,10 +162,13 @@ class _Slab:
     between slabs.
     """
 
-    def __init__(self, slot_keys: NDArray[np.int64], dtypes: Dtypes, capacity: int) -> None:
+    def __init__(
+        self, slot_keys: NDArray[np.int64], dtypes: Dtypes, capacity: int, band: Band | None
+    ) -> None:
         self.slot_keys = slot_keys
         self.dtypes = dtypes
         self.capacity = capacity
+        self.band = band
         self.ts = np.empty((len(slot_keys), 2, capacity), dtype=np.int64)
         self.seq = np.empty((len(slot_keys), 2, capacity), dtype=np.int64)
         self.columns = tuple(
@@ -69,6 +177,21 @@ class _Slab:
         )
         self.bounds = np.zeros((len(slot_keys), LAST + 1), dtype=np.int64)
         self.bounds[:, LAST] = NEVER
+        # The band's cell of each stored tuple, and the grid over them (an indexed join).
+        self.cell = np.empty((len(slot_keys), 2, capacity if band else 0), dtype=np.int64)
+        self.grid: _Grid | None = None
+        self.regrid(0)
+
+    def regrid(self, extra: int) -> None:
+        """Rebuild the grid from the stores, with room for ``extra`` more tuples a cell."""
+        if self.band is not None:
+            self.grid = _Grid(self, extra)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the slab's stores and grid take (its state)."""
+        arrays = (self.ts, self.seq, self.bounds, self.cell, *self.columns[0], *self.columns[1])
+        return sum(int(a.nbytes) for a in arrays) + (self.grid.nbytes if self.grid else 0)
 
     @classmethod
     def gather(
@@ -77,6 +200,7 @@ class _Slab:
         dtypes: Dtypes,
         where: dict[int, tuple[_Slab, int]],
         extra: int,
+        band: Band | None,
     ) -> _Slab:
         """A slab for ``slot_keys`` with room for ``extra`` more tuples per key and side.
 
@@ -88,7 +212,11 @@ class _Slab:
             for old, o in where.values()
             for side in (0, 1)
         ]
-        new = cls(slot_keys, dtypes, max(MIN_CAPACITY, 2 * (max(sizes, default=0) + extra)))
+        capacity = max(MIN_CAPACITY, 2 * (max(sizes, default=0) + extra))
+        new = cls(slot_keys, dtypes, capacity, None)
+        new.band = band
+        if band is not None:
+            new.cell = np.empty((len(slot_keys), 2, capacity), dtype=np.int64)
         for s, key in enumerate(slot_keys.tolist()):
             if key not in where:
                 continue
@@ -99,10 +227,13 @@ class _Slab:
                 live = tail - head
                 new.ts[s, side, :live] = old.ts[o, side, head:tail]
                 new.seq[s, side, :live] = old.seq[o, side, head:tail]
+                if band is not None:
+                    new.cell[s, side, :live] = old.cell[o, side, head:tail]
                 at, was = s * new.capacity, o * old.capacity
                 for to, of in zip(new.columns[side], old.columns[side], strict=True):
                     to[at : at + live] = of[was + head : was + tail]
                 new.bounds[s, 2 * side + 1] = live
+        new.regrid(0)
         return new
 
     def reserve(self, extra: int) -> _Slab:
@@ -111,7 +242,16 @@ class _Slab:
         if tails.size == 0 or int(tails.max()) + extra <= self.capacity:
             return self
         mine = {key: (self, s) for s, key in enumerate(self.slot_keys.tolist())}
-        return _Slab.gather(self.slot_keys, self.dtypes, mine, extra)
+        return _Slab.gather(self.slot_keys, self.dtypes, mine, extra, self.band)
+
+
+def _ranks(index: NDArray[np.int64], key: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Each match's rank among the matches of its (tuple, key), given sorted by them."""
+    n = index.shape[0]
+    starts = np.ones(n, dtype=bool)
+    starts[1:] = (index[1:] != index[:-1]) | (key[1:] != key[:-1])
+    first = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
+    return np.arange(n, dtype=np.int64) - first
 
 
 class BandJoinKernel:
@@ -129,6 +269,8 @@ class BandJoinKernel:
         )
         self.slabs: dict[int, _Slab] = {}
         self.comparisons: dict[int, int] = {}
+        self.nested_groups: dict[int, int] = {}
+        self.band = join.band if join.indexed is not None else None
 
     def advance(self, instance: VSNInstance, watermark: int) -> None:
         """Nothing to emit: a key purges its stored tuples when its next tuple arrives."""
@@ -149,7 +291,7 @@ class BandJoinKernel:
             mine = np.flatnonzero(owner == j)
             kept = self.slabs.get(j)
             if kept is None or not np.array_equal(kept.slot_keys, mine):
-                kept = _Slab.gather(mine, self.dtypes, where, 0)
+                kept = _Slab.gather(mine, self.dtypes, where, 0, self.band)
             slabs[j] = kept
         self.slabs = slabs
 
@@ -161,7 +303,7 @@ class BandJoinKernel:
             return 0
         owned = np.flatnonzero(owned_groups(instance)[self.groups])
         # Before the first switch nothing is stored yet, so a slab starts empty.
-        slab = self.slabs.get(instance.j) or _Slab(owned, self.dtypes, MIN_CAPACITY)
+        slab = self.slabs.get(instance.j) or _Slab(owned, self.dtypes, MIN_CAPACITY, self.band)
         assert np.array_equal(slab.slot_keys, owned), "a slab out of step with the mapping"
         # Round robin: a key stores about one in K of the run's tuples per side.
         extra = n // self.keys + 2
@@ -172,34 +314,38 @@ class BandJoinKernel:
             tuple(held[side].column(name) for name in self.join.reads[side]) for side in (0, 1)
         )
         bases = np.array([held[0].base, held[1].base], dtype=np.int64)
+        run_cells = None if self.band is None else self._run_cells(held, source, seq)
         out = np.empty((4, 1024), dtype=np.int64)
-        stats = np.zeros(2, dtype=np.int64)  # matches in out, comparisons
+        stats = np.zeros(3, dtype=np.int64)  # matches in out, comparisons, nested groups
         progress = np.zeros(len(owned), dtype=np.int64)
         found: list[NDArray[np.int64]] = []
         status = OUT_FULL
+        room = 8
         while status != DONE:
-            status = self.join.run(
-                slab.slot_keys,
-                self.keys,
-                self.op.ws_ms - 1,  # the band: the join's O+ window is one tick longer
-                self.op.wa_ms,
-                progress,
-                ts,
-                source,
-                seq,
-                slab.ts,
-                slab.seq,
-                slab.bounds,
-                slab.columns[0],
-                slab.columns[1],
+            fill = (
                 tuple(zip(slab.columns[0], reads[0], strict=True)),
                 tuple(zip(slab.columns[1], reads[1], strict=True)),
-                reads[0],
-                reads[1],
-                bases,
-                out,
-                stats,
             )
+            # The band: the join's O+ window is one tick longer than WS.
+            window = (self.keys, self.op.ws_ms - 1, self.op.wa_ms, progress, ts, source, seq)
+            if run_cells is None:
+                status = self.join.run(
+                    slab.slot_keys, *window, slab.ts, slab.seq, slab.bounds,
+                    slab.columns[0], slab.columns[1], *fill, reads[0], reads[1], bases,
+                    out, stats,
+                )  # fmt: skip
+            else:
+                assert self.join.indexed is not None and slab.grid is not None
+                assert self.band is not None
+                grid = slab.grid
+                status = self.join.indexed(
+                    slab.slot_keys, *window, run_cells, slab.ts, slab.seq, slab.cell,
+                    slab.bounds, slab.columns[0], slab.columns[1], *fill, reads[0], reads[1],
+                    bases, grid.cells, grid.head, grid.count, grid.shift, SMALL_WINDOW,
+                    *grid.columns,
+                    tuple(zip(grid.columns[0], reads[0], strict=True)),
+                    tuple(zip(grid.columns[1], reads[1], strict=True)), out, stats,
+                )  # fmt: skip
             if stats[0]:
                 found.append(out[:, : stats[0]].copy())
             elif status == OUT_FULL:
@@ -207,13 +353,37 @@ class BandJoinKernel:
             if status == STORE_FULL:
                 extra = 2 * extra
                 slab = self.slabs[instance.j] = slab.reserve(extra)
+            elif status == INDEX_FULL:
+                slab.regrid(room)
+                room = 2 * room
             stats[0] = 0
         self.comparisons[instance.j] = self.comparisons.get(instance.j, 0) + int(stats[1])
+        self.nested_groups[instance.j] = self.nested_groups.get(instance.j, 0) + int(stats[2])
         if found:
             matches = np.concatenate(found, axis=1)
             order = np.lexsort((matches[3], matches[1], matches[0]))
-            self._emit(instance, held, ts, source, seq, matches[:, order])
+            matches = matches[:, order]
+            if run_cells is not None:  # the indexed kernel gives store positions: rank them
+                matches[3] = _ranks(matches[0], matches[1])
+            self._emit(instance, held, ts, source, seq, matches)
         return n
+
+    def _run_cells(
+        self, held: tuple[SourceRows, ...], source: NDArray[np.int64], seq: NDArray[np.int64]
+    ) -> NDArray[np.int64]:
+        """Each run tuple's cell and its probe's first and last cells (``band_cells``)."""
+        assert self.band is not None
+        keys = np.empty(source.shape[0], dtype=np.float64)
+        for side in (0, 1):
+            mine = (source == 0) if side == 0 else (source != 0)
+            rows = seq[mine] - held[side].base
+            columns = tuple(held[side].column(name)[rows] for name in self.band.reads[side])
+            keys[mine] = self.band.keys(side, columns)
+        return band_cells(keys, self.band.width)
+
+    def state_bytes(self) -> int:
+        """The bytes of every slab's stores and grids: the join's window state."""
+        return sum(slab.nbytes for slab in self.slabs.values())
 
     def _emit(
         self,

@@ -1,0 +1,266 @@
+"""Band joins through their index equal run_sn: catalog scalejoin and hedge, user bands.
+
+Values are drawn to hit the index's edges: negative and float keys, pairs exactly on the
+band's edge and on cell boundaries (multiples of the width), every key in one cell,
+duplicates, non-finite hedge keys (ND = 0); at parallelism 1-4 with reconfigurations,
+and with stores and grids so small that the kernel stops and rebuilds them often.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import numba
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import stretch
+from stretch.errors import OperatorError
+from stretch.model.oplus import Payload, StreamTuple
+from stretch.model.schema import Schema
+from stretch.model.sn import run_sn
+from stretch.operators import joins
+from stretch.operators.catalog import SCALEJOIN_L, SCALEJOIN_R, TRADES, build
+from stretch.vsn import run_vsn
+from stretch.vsn._compiled import band_join as compiled_band_join
+from stretch.vsn._compiled.band_join import BandJoinKernel
+from tests.streams import sorted_ts, trades
+from tests.vsn.support import Step, run_schedule
+
+COMPILE_S = 900.0
+"""A deadline for the first run of each kernel, which compiles it (Numba, a loaded machine)."""
+
+
+@pytest.fixture(autouse=True)
+def index_every_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Index every key's window, however short (the kernel compares short ones nested)."""
+    monkeypatch.setattr(compiled_band_join, "SMALL_WINDOW", 0)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled_kernels() -> None:
+    """Compile the indexed kernels once, under a deadline for compiling, not for running."""
+    sj = [SCALEJOIN_L.table([0, 1], [(1, 1.0), (5, 2.0)]),
+          SCALEJOIN_R.table([0, 1], [(2, 1.0, 0.0, True), (30, 1.0, 0.0, False)])]  # fmt: skip
+    trade = TRADES.table([0, 1], [("A", 95.0, 100.0), ("B", 105.0, 100.0)])
+    run_vsn(build("scalejoin", {"ws": 5, "keys": 2}), sj, 1, timeout_s=COMPILE_S)
+    run_vsn(build("hedge", {"ws": 5, "keys": 2}), [trade, trade], 1, timeout_s=COMPILE_S)
+    tables = [LEFT.table([0], [(1.0, 1.0)]), RIGHT.table([1], [(1.0, 1.0)])]
+    for width in WIDTHS:  # a user's predicate compiles in each process, on first use
+        run_vsn(near_join(width, width), tables, 1, timeout_s=COMPILE_S)
+
+
+EDGES = [-20, -11, -10, -9, -1, 0, 1, 9, 10, 11, 19, 20, 21, 30]
+"""Integers on and beside the cells' boundaries and the band's edge (width 10)."""
+
+
+def _values(draw: st.DrawFn, skew: bool, n: int) -> list[int]:
+    if skew:
+        return [7] * n
+    ints = st.one_of(st.sampled_from(EDGES), st.integers(-45, 45))
+    return [draw(ints) for _ in range(n)]
+
+
+@st.composite
+def scalejoin_edges(draw: st.DrawFn) -> list[pa.Table]:
+    """L (x, y) and R (a, b, c, d) with keys at the edges of the band and of its cells."""
+    skew = draw(st.booleans())
+    floats = st.one_of(st.sampled_from([-10.0, -0.5, 0.0, 0.5, 10.0, 10.5]), st.floats(-25, 25))
+    left_ts, right_ts = draw(sorted_ts(25, 60)), draw(sorted_ts(25, 60))
+    xs, as_ = _values(draw, skew, len(left_ts)), _values(draw, skew, len(right_ts))
+    left = SCALEJOIN_L.table(left_ts, [(x, draw(floats)) for x in xs])
+    right = SCALEJOIN_R.table(
+        right_ts, [(a, draw(floats), draw(floats), draw(st.booleans())) for a in as_]
+    )
+    return [left, right]
+
+
+@st.composite
+def schedules(draw: st.DrawFn, n: int = 4) -> tuple[int, list[Step]]:
+    """A starting parallelism and reconfigurations at random points of the input."""
+    m = draw(st.integers(1, n))
+    steps = draw(st.lists(st.tuples(st.integers(-50, 600), st.integers(1, n)), max_size=3))
+    return m, [(ts, parallelism, None) for ts, parallelism in steps]
+
+
+def nested_groups(pipeline: stretch.Pipeline) -> int:
+    kernel = pipeline._pool.compiled
+    assert isinstance(kernel, BandJoinKernel)
+    return sum(kernel.nested_groups.values())
+
+
+@settings(max_examples=40, deadline=None)
+@given(tables=scalejoin_edges(), plan=schedules(), ws=st.sampled_from([1, 7, 40, 300]))
+def test_scalejoin_indexed_equals_run_sn(
+    tables: list[pa.Table], plan: tuple[int, list[Step]], ws: int
+) -> None:
+    m, schedule = plan
+    op = build("scalejoin", {"ws": ws, "keys": 4})
+    assert op.kernel is not None and op.kernel.join.band is not None  # type: ignore[attr-defined]
+    out, _ = run_schedule(op, tables, m, 4, schedule)
+    assert out.equals(run_sn(op, tables))
+
+
+@settings(max_examples=15, deadline=None)
+@given(tables=scalejoin_edges(), plan=schedules(3))
+def test_small_stores_and_grids_rebuild(
+    tables: list[pa.Table], plan: tuple[int, list[Step]]
+) -> None:
+    """One-tuple stores and grids of a few entries: STORE_FULL and INDEX_FULL all along."""
+    m, schedule = plan
+    op = build("scalejoin", {"ws": 60, "keys": 2})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compiled_band_join, "MIN_CAPACITY", 1)
+        patch.setattr(compiled_band_join, "GRID_BUDGET", 1)
+        patch.setattr(compiled_band_join, "GRID_SLACK", 0)
+        out, _ = run_schedule(op, tables, m, 3, schedule)
+    assert out.equals(run_sn(op, tables))
+
+
+def test_one_cell_runs_the_nested_loop_with_the_same_output() -> None:
+    """Every x equal: the cells hold the whole window, so groups take the nested loop."""
+    n = 400
+    ts = list(range(n))
+    left = SCALEJOIN_L.table(ts, [(5, float(i % 30)) for i in ts])
+    right = SCALEJOIN_R.table(ts, [(5, float(i % 17), 0.0, True) for i in ts])
+    op = build("scalejoin", {"ws": 50, "keys": 2})
+    out, pipeline = run_schedule(op, [left, right], 2, 2, [])
+    assert out.equals(run_sn(op, [left, right]))
+    assert out.num_rows > n
+    assert nested_groups(pipeline) > 0
+
+
+def test_spread_keys_take_the_index_and_compare_less() -> None:
+    """Keys spread over many cells: the index serves the probes and compares far less.
+
+    Only a probe meeting a window of a few tuples, one of them in its cells (a quarter of
+    that window), takes the nested loop.
+    """
+    rng = np.random.default_rng(5)
+    n = 2000
+    ts = np.sort(rng.integers(0, 1000, n)).tolist()
+    left = SCALEJOIN_L.table(ts, [(int(v), 0.0) for v in rng.integers(0, 5000, n)])
+    right = SCALEJOIN_R.table(ts, [(int(v), 1.0, 0.0, False) for v in rng.integers(0, 5000, n)])
+    comparisons = {}
+    for index in ("on", "off"):
+        op = build("scalejoin", {"ws": 500, "keys": 2, "index": index})
+        out, pipeline = run_schedule(op, [left, right], 1, 2, [])
+        assert out.equals(run_sn(op, [left, right]))
+        kernel = pipeline._pool.compiled
+        assert isinstance(kernel, BandJoinKernel)
+        comparisons[index] = sum(kernel.comparisons.values())
+        if index == "on":
+            assert nested_groups(pipeline) <= 10
+            assert kernel.state_bytes() > sum(
+                s.grid.nbytes for s in kernel.slabs.values() if s.grid
+            )
+    assert comparisons["on"] * 20 < comparisons["off"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(table=trades(), plan=schedules(3), ws=st.sampled_from([1, 20, 200]))
+def test_hedge_indexed_equals_run_sn(
+    table: pa.Table, plan: tuple[int, list[Step]], ws: int
+) -> None:
+    m, schedule = plan
+    op = build("hedge", {"ws": ws, "keys": 3})
+    assert op.kernel is not None and op.kernel.join.band is not None  # type: ignore[attr-defined]
+    out, _ = run_schedule(op, [table, table], m, 3, schedule)
+    assert out.equals(run_sn(op, [table, table]))
+
+
+@cache
+def within(width: float) -> Any:
+    """An @njit predicate: |x - a| <= width and y, b of one sign (0 counts as both)."""
+
+    @numba.njit
+    def near(x: float, y: float, a: float, b: float) -> bool:
+        return abs(x - a) <= width and y * b >= 0
+
+    return near
+
+
+LEFT = Schema.of(x="float", y="float")
+RIGHT = Schema.of(a="float", b="float")
+WIDTHS = [0.25, 2.5, 1e6]
+
+
+def near_join(width: float, band: float) -> stretch.OPlus:
+    """A user band join with ``within(width)`` as its predicate, indexed on ``band``."""
+    return stretch.band_join(
+        "near",
+        30,
+        left=LEFT,
+        right=RIGHT,
+        predicate=within(width),
+        output={"x": "left.x", "a": "right.a", "b": "right.b"},
+        keys=3,
+        band=("x", "a", band),
+    )
+
+
+@st.composite
+def float_streams(draw: st.DrawFn, width: float) -> list[pa.Table]:
+    """Float keys with duplicates, negatives and values exactly ``k * width`` apart."""
+    edge = st.integers(-6, 6).map(lambda k: k * width)
+    values = st.one_of(edge, st.floats(-8 * width, 8 * width), st.just(0.0))
+    tables = []
+    for schema in (LEFT, RIGHT):
+        ts = draw(sorted_ts(20, 40))
+        tables.append(schema.table(ts, [(draw(values), draw(st.floats(-1, 1))) for _ in ts]))
+    return tables
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), width=st.sampled_from(WIDTHS), plan=schedules(3), loose=st.booleans())
+def test_user_band_join_equals_run_sn(
+    data: st.DataObject, width: float, plan: tuple[int, list[Step]], loose: bool
+) -> None:
+    """A user's band (declared exactly or looser than the predicate) gives run_sn's rows."""
+    tables = data.draw(float_streams(width))
+    m, schedule = plan
+    op = near_join(width, 3 * width if loose else width)
+
+    def twin(left: StreamTuple, right: StreamTuple) -> Payload | None:
+        if abs(left["x"] - right["a"]) <= width and left["y"] * right["b"] >= 0:
+            return (left["x"], right["a"], right["b"])
+        return None
+
+    reference = joins.band_join("near", 1, 30, (LEFT, RIGHT), op.output, twin, 3)
+    out, _ = run_schedule(op, tables, m, 3, schedule)
+    assert out.equals(run_sn(reference, tables))
+
+
+@pytest.mark.parametrize(
+    ("band", "message"),
+    [
+        (("y", "a", 1.0), "band column 'y' is not a numeric column of left"),
+        (("x", "q", 1.0), "band column 'q'"),
+        (("x", "a", 0.0), "finite and positive"),
+        (("x", "a", float("nan")), "finite and positive"),
+        (("x", "a"), "band must be"),
+    ],
+)
+def test_bad_bands_are_named(band: tuple[str, str, float], message: str) -> None:
+    with pytest.raises(OperatorError, match=message):
+        stretch.band_join(
+            "bad",
+            10,
+            left=Schema.of(x="int", y="str"),
+            right=Schema.of(a="float"),
+            predicate=within(1.0),
+            output={"x": "left.x"},
+            band=band,
+        )
+
+
+def test_index_param() -> None:
+    on, off = build("scalejoin", {}), build("scalejoin", {"index": "off"})
+    assert on.kernel.join.indexed is not None  # type: ignore[union-attr]
+    assert off.kernel.join.band is None  # type: ignore[union-attr]
+    with pytest.raises(OperatorError, match="index='maybe'"):
+        build("hedge", {"index": "maybe"})
