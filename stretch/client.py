@@ -9,7 +9,7 @@ the service's ``detail`` for any other error.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, NamedTuple
 
@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from stretch.errors import CapacityError, StretchError
 
-__all__ = ["ARROW_STREAM", "BatchResult", "ServiceError", "StretchClient"]
+__all__ = ["ARROW_STREAM", "BatchResult", "ServiceError", "StretchClient", "arrow_bytes"]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 NEXT_OFFSET = "Stretch-Next-Offset"
@@ -48,7 +48,8 @@ class BatchResult(NamedTuple):
     duplicate: bool
 
 
-def _arrow_bytes(table: pa.Table) -> bytes:
+def arrow_bytes(table: pa.Table) -> bytes:
+    """``table`` as an Arrow IPC stream."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
@@ -230,7 +231,7 @@ class StretchClient:
     ) -> BatchResult:
         if isinstance(batch, pa.Table):
             kwargs: dict[str, Any] = {
-                "content": _arrow_bytes(batch),
+                "content": arrow_bytes(batch),
                 "headers": {"Content-Type": ARROW_STREAM},
             }
         else:
@@ -290,12 +291,15 @@ class StretchClient:
         writer: str,
         batch_id: int,
         part: int,
-        table: pa.Table,
+        table: pa.Table | bytes | Iterable[bytes],
         retry_s: float = 120.0,
     ) -> int:
         """Stage ``table`` as part ``part`` of the writer's batch; return the rows staged.
 
         Nothing is visible until ``commit_staged``; 0 means the batch was committed before.
+        ``table`` may also be an Arrow IPC stream already encoded: bytes, or an iterable
+        of chunks, sent as they come (chunked transfer), which must yield the whole stream
+        each time it is iterated, so that a part retried after a 429 is sent whole again.
 
         Raises:
             CapacityError: the staging area was still full after ``retry_s`` seconds.
@@ -307,7 +311,7 @@ class StretchClient:
             retry_s,
             "PUT",
             f"/v1/operators/{name}/sources/{source}/staged/{writer}/{batch_id}/{part}",
-            content=_arrow_bytes(table),
+            content=arrow_bytes(table) if isinstance(table, pa.Table) else table,
             headers={"Content-Type": ARROW_STREAM},
         ).json()
         return int(body["rows"])

@@ -17,7 +17,7 @@ Spark reader keeps cuts in its own offsets (``read_between``, ``available``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from types import TracebackType
 from typing import Any, TypeVar
@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from stretch.client import BatchResult, StretchClient
+from stretch.client import BatchResult, StretchClient, arrow_bytes
 from stretch.errors import InputError
 from stretch.merge import Cut, common_watermark, merge_outputs, split_urls
 from stretch.model.oplus import END_OF_INPUT
@@ -190,14 +190,17 @@ class ShardedClient:
         writer: str,
         batch_id: int,
         part: int,
-        table: pa.Table,
+        table: pa.Table | bytes | Iterable[bytes],
         retry_s: float = 120.0,
     ) -> int:
-        """Stage the part on every shard; the rows shard 0 staged."""
-        staged = [
-            s.stage_part(name, source, writer, batch_id, part, table, retry_s) for s in self.shards
-        ]
-        return staged[0]
+        """Stage the part on every shard at once, encoded once; the rows shard 0 staged."""
+        if isinstance(table, pa.Table):
+            body = arrow_bytes(table)
+        else:
+            body = table if isinstance(table, bytes) else b"".join(table)
+        return self._each(
+            lambda s: s.stage_part(name, source, writer, batch_id, part, body, retry_s)
+        )[0]
 
     def commit_staged(
         self,

@@ -11,18 +11,23 @@ restart from the same checkpoint keeps). ``abort`` discards the staged parts.
 
 from __future__ import annotations
 
+import io
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import httpx
 import numpy as np
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
+from stretch.client import StretchClient
 from stretch.errors import InputError
 from stretch.model.schema import TS
+from stretch.sharded import ShardedClient
 from stretch.spark.options import WriterOptions
 
 __all__ = ["QUERY_ID", "BATCH_ID", "StagedPart", "StretchStreamWriter", "event_time"]
@@ -35,6 +40,40 @@ BATCH_ID = "streaming.sql.batchId"
 """The task-local property holding the micro-batch id."""
 
 _MS_PER_UNIT = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
+_RECONNECT = (httpx.NetworkError, httpx.RemoteProtocolError)
+T = TypeVar("T")
+
+_clients: dict[tuple[str, str | None], StretchClient | ShardedClient] = {}
+_clients_lock = threading.Lock()
+
+
+def _with_client(options: WriterOptions, call: Callable[[StretchClient | ShardedClient], T]) -> T:
+    """``call`` with this process's client of the sidecar(s), kept open between calls.
+
+    Spark reuses a Python worker for the write tasks of many micro-batches, and the
+    driver's for their commits; a new client per call cost a TLS context and a TCP
+    connection each time (50-100 ms on a loaded 2-core machine, twice per micro-batch).
+    A kept connection the sidecar has closed meanwhile (e.g. it restarted) fails with a
+    network error: the call is made once more on a new client. Every call the writer
+    makes may be repeated: a part staged again replaces itself, a commit repeated is a
+    duplicate, an abort repeated discards nothing.
+    """
+    key = (options.url, options.token)
+    for attempt in (1, 2):
+        with _clients_lock:
+            client = _clients.get(key)
+            if client is None:
+                client = _clients[key] = options.client()
+        try:
+            return call(client)
+        except _RECONNECT:
+            with _clients_lock:
+                if _clients.get(key) is client:
+                    del _clients[key]
+            client.close()
+            if attempt == 2:
+                raise
+    raise AssertionError  # unreachable: the second attempt returns or raises
 
 
 @dataclass
@@ -123,21 +162,26 @@ class StretchStreamWriter(DataSourceStreamArrowWriter):
             )
             raise InputError(msg)
         part = context.partitionId()
-        batches = list(iterator)
-        rows = sum(b.num_rows for b in batches)
-        if rows:
-            where = f"{self._where()}, batch {batch} partition {part}"
-            table = event_time(pa.Table.from_batches(batches), self.options.timestamp_column, where)
-            with self.options.client() as client:
-                client.stage_part(
-                    self.options.operator,
-                    self.options.source,
-                    writer,
-                    int(batch),
-                    part,
-                    table,
-                    retry_s=self.options.retry_ms / 1000,
-                )
+        where = f"{self._where()}, batch {batch} partition {part}"
+        iterator = iter(iterator)
+        first = next((b for b in iterator if b.num_rows), None)
+        if first is None:
+            return StagedPart(writer=writer, batch_id=int(batch), part=part, rows=0)
+        column = self.options.timestamp_column
+        stream = _PartStream(first, iterator, lambda rows: _event_time_batch(rows, column, where))
+        _with_client(
+            self.options,
+            lambda client: client.stage_part(
+                self.options.operator,
+                self.options.source,
+                writer,
+                int(batch),
+                part,
+                stream,
+                retry_s=self.options.retry_ms / 1000,
+            ),
+        )
+        rows = stream.rows
         return StagedPart(writer=writer, batch_id=int(batch), part=part, rows=rows)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
@@ -153,8 +197,9 @@ class StretchStreamWriter(DataSourceStreamArrowWriter):
         if not parts:
             return
         writer = staged[0].writer
-        with self.options.client() as client:
-            answer: dict[str, Any] = client.commit_staged(
+        answer: dict[str, Any] = _with_client(
+            self.options,
+            lambda client: client.commit_staged(
                 self.options.operator,
                 self.options.source,
                 writer,
@@ -163,7 +208,8 @@ class StretchStreamWriter(DataSourceStreamArrowWriter):
                 late_rows=self.options.late_rows,
                 allowed_lateness_ms=self.options.allowed_lateness_ms,
                 retry_s=self.options.retry_ms / 1000,
-            )
+            ),
+        )
         logger.info(
             "%s: batch %d of writer %s: %d rows added, %d late rows dropped%s",
             self._where(),
@@ -177,9 +223,76 @@ class StretchStreamWriter(DataSourceStreamArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Discard the batch's staged partitions (driver)."""
         writers = {m.writer for m in _staged(messages)}
-        with self.options.client() as client:
+
+        def abort(client: StretchClient | ShardedClient) -> None:
             for writer in sorted(writers):
                 client.abort_staged(self.options.operator, self.options.source, writer, batchId)
+
+        _with_client(self.options, abort)
+
+
+def _event_time_batch(batch: pa.RecordBatch, column: str, where: str) -> pa.RecordBatch:
+    """One record batch through ``event_time``."""
+    table = event_time(pa.Table.from_batches([batch]), column, where)
+    return table.combine_chunks().to_batches()[0]
+
+
+class _PartStream:
+    """A partition's rows as an Arrow IPC stream, sent while Spark still hands them over.
+
+    Spark gives a write task its partition as Arrow record batches (10,000 rows each by
+    default); each is converted (``event_time``) and sent as soon as it comes, so the
+    upload overlaps Spark's scan instead of following it. Iterating yields the whole
+    stream every time: the batches converted so far again, then the rest from Spark; a
+    request that is retried (429, a dropped connection) sends the whole part again.
+
+    Args:
+        first: The partition's first non-empty batch (converted now: a bad event-time
+            column fails the task before anything is sent).
+        rest: Spark's iterator over the remaining batches.
+        convert: Event time to ``ts`` in ms, per batch.
+
+    """
+
+    def __init__(
+        self,
+        first: pa.RecordBatch,
+        rest: Iterator[pa.RecordBatch],
+        convert: Callable[[pa.RecordBatch], pa.RecordBatch],
+    ) -> None:
+        self._convert = convert
+        self._done = [convert(first)]
+        self._rest = rest
+
+    @property
+    def rows(self) -> int:
+        """The rows converted so far (all of them once the stream was sent whole)."""
+        return sum(b.num_rows for b in self._done)
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        sent = 0
+        while sent < len(self._done):
+            yield self._done[sent]
+            sent += 1
+        for batch in self._rest:
+            converted = self._convert(batch)
+            self._done.append(converted)
+            yield converted
+
+    def __iter__(self) -> Iterator[bytes]:
+        sink = io.BytesIO()
+        with pa.ipc.new_stream(sink, self._done[0].schema) as ipc:
+            for batch in self._batches():
+                ipc.write_batch(batch)
+                yield _drain(sink)
+        yield _drain(sink)  # the end-of-stream marker, written on close
+
+
+def _drain(sink: io.BytesIO) -> bytes:
+    chunk = sink.getvalue()
+    sink.seek(0)
+    sink.truncate()
+    return chunk
 
 
 def _staged(messages: list[WriterCommitMessage | None]) -> list[StagedPart]:
