@@ -365,9 +365,10 @@ def _read_range(shard: StretchClient, name: str, offset: int, stop: int) -> pa.T
     """
     pieces = []
     while True:
-        table, next_offset = shard.output(
-            name, offset, max_rows=max(min(stop - offset, _FETCH_ROWS), 1)
-        )
+        want = stop - offset
+        table, next_offset = shard.output(name, offset, max_rows=max(min(want, _FETCH_ROWS), 1))
+        if table.num_rows > want:  # an empty range still asks for one row (for the schema)
+            table, next_offset = table.slice(0, want), stop
         if table.num_rows:
             pieces.append(table)
         if next_offset >= stop:

@@ -11,6 +11,7 @@ import pytest
 
 from stretch.client import ServiceError, StretchClient
 from stretch.errors import InputError
+from stretch.merge import Cut
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
 from stretch.sharded import ShardedClient, connect
@@ -155,3 +156,25 @@ def test_a_new_client_resumes_from_the_committed_offset(sidecars: list[Sidecar])
         second.delete_operator("resume")
     reference = run_sn(build("scalejoin", params), tables)
     assert pa.concat_tables([head, tail]).equals(reference)
+
+
+def test_a_read_between_cuts_holds_only_their_rows(sidecars: list[Sidecar]) -> None:
+    """An empty range of one shard adds none of the rows its log holds past the cut."""
+    tables = join_inputs(600, 9)
+    with ShardedClient([s.url for s in sidecars[:2]], token=TOKEN) as sharded:
+        sharded.create_operator("cuts", "scalejoin", {"ws": 20, "keys": 16})
+        for source, table in enumerate(tables):
+            sharded.add_batch("cuts", source, table)
+            sharded.close_source("cuts", source)
+        ends = Cut(
+            tuple(s["output"]["end_offset"] for s in sharded.wait_finished("cuts")["shards"])
+        )
+        assert min(ends.shards) > 0
+        empty, _ = sharded.read_between("cuts", Cut.start(2), Cut.start(2))
+        only_first, shards = sharded.read_between("cuts", Cut.start(2), Cut((ends.shards[0], 0)))
+        whole, _ = sharded.read_between("cuts", Cut.start(2), ends)
+        sharded.delete_operator("cuts")
+    assert empty.num_rows == 0
+    assert only_first.num_rows == ends.shards[0]
+    assert set(shards) == {0}
+    assert whole.equals(run_sn(build("scalejoin", {"ws": 20, "keys": 16}), tables))
