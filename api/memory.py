@@ -16,6 +16,7 @@ import ctypes
 import ctypes.util
 import gc
 import logging
+from collections.abc import Callable
 from functools import cache
 
 import pyarrow as pa
@@ -26,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 
 @cache
-def _malloc_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's ``malloc_trim`` (None on other C libraries)."""
     name = ctypes.util.find_library("c")
     if name is None:
