@@ -12,8 +12,8 @@ from typing import Any
 from fastapi import APIRouter, Response
 from starlette.concurrency import run_in_threadpool
 
-from api.lifecycle import ERRORS, NAME, Registry
-from api.schemas import AutoscaleRequest, AutoscaleState
+from stretch.api.lifecycle import ERRORS, NAME, Registry
+from stretch.api.schemas import AutoscaleRequest, AutoscaleState
 
 __all__ = ["router"]
 

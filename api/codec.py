@@ -15,11 +15,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import ValidationError
 
-from api.errors import TooLargeError, UnsupportedMediaError
-from api.guard import ARROW_STREAM, JSON, media_type
-from api.ipc import decoded_size
-from api.json_body import DuplicateKeyError, loads_unique
-from api.schemas import INT64_MAX, INT64_MIN, BatchRows
+from stretch.api.errors import TooLargeError, UnsupportedMediaError
+from stretch.api.guard import ARROW_STREAM, JSON, media_type
+from stretch.api.ipc import decoded_size
+from stretch.api.json_body import DuplicateKeyError, loads_unique
+from stretch.api.schemas import INT64_MAX, INT64_MIN, BatchRows
 from stretch.errors import InputError, SchemaError
 from stretch.model.schema import TS, Schema
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from api.metrics import ServiceMetrics
+from stretch.api.metrics import ServiceMetrics
 from stretch.durable import Checkpoint, CheckpointStore, Journal, JournalRecords, read_journal
 from stretch.durable.journal import sync_directory
 from stretch.errors import CapacityError, DamagedStateError, StretchError

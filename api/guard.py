@@ -25,7 +25,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.json_body import DuplicateKeyError, loads_unique
+from stretch.api.json_body import DuplicateKeyError, loads_unique
 
 __all__ = ["ARROW_STREAM", "JSON", "BodyLimits", "RequestGuard", "media_type"]
 

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from api.mapping import FullMapping
-from api.registry import OperatorRegistry
-from api.schemas import (
+from stretch.api.mapping import FullMapping
+from stretch.api.registry import OperatorRegistry
+from stretch.api.schemas import (
     CheckpointInfo,
     CreateOperator,
     OperatorStatus,

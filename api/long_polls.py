@@ -17,7 +17,7 @@ import contextlib
 
 from starlette.types import Receive
 
-from api.errors import UnavailableError
+from stretch.api.errors import UnavailableError
 from stretch.errors import CapacityError
 from stretch.vsn import Pipeline
 

@@ -20,17 +20,17 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 from swagger_ui_bundle import swagger_ui_path
 
-from api import autoscale, lifecycle, staging, streams
-from api.auth import require_token
-from api.durability import StateDirectory
-from api.errors import install_error_handlers
-from api.guard import BodyLimits, RequestGuard
-from api.limits import ServiceLimits
-from api.long_polls import LongPolls
-from api.metrics import ServiceMetrics
-from api.registry import DEFAULT_CHECKPOINT_INTERVAL_S, OperatorRegistry
-from api.staging import StagingStore
 from stretch import __version__
+from stretch.api import autoscale, lifecycle, staging, streams
+from stretch.api.auth import require_token
+from stretch.api.durability import StateDirectory
+from stretch.api.errors import install_error_handlers
+from stretch.api.guard import BodyLimits, RequestGuard
+from stretch.api.limits import ServiceLimits
+from stretch.api.long_polls import LongPolls
+from stretch.api.metrics import ServiceMetrics
+from stretch.api.registry import DEFAULT_CHECKPOINT_INTERVAL_S, OperatorRegistry
+from stretch.api.staging import StagingStore
 
 __all__ = ["create_app"]
 

@@ -23,14 +23,14 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from api.batch_ids import BatchIds
-from api.durability import OperatorJournal, checkpoint_contents
-from api.errors import ConflictError, NotFoundError, TooLargeError
-from api.latency import ArrivalClock, LatencyObserver
-from api.limits import ServiceLimits
-from api.mapping import FullMapping, summarize
-from api.metrics import OperatorSnapshot, ServiceMetrics
-from api.schemas import (
+from stretch.api.batch_ids import BatchIds
+from stretch.api.durability import OperatorJournal, checkpoint_contents
+from stretch.api.errors import ConflictError, NotFoundError, TooLargeError
+from stretch.api.latency import ArrivalClock, LatencyObserver
+from stretch.api.limits import ServiceLimits
+from stretch.api.mapping import FullMapping, summarize
+from stretch.api.metrics import OperatorSnapshot, ServiceMetrics
+from stretch.api.schemas import (
     CheckpointInfo,
     InstanceStatus,
     OperatorCounters,
@@ -39,7 +39,7 @@ from api.schemas import (
     ShardRequest,
     SourceStatus,
 )
-from controller import Autoscaler, PolicyConfig, autoscale
+from stretch.controller import Autoscaler, PolicyConfig, autoscale
 from stretch.errors import LateTupleError, OperatorError, StretchError
 from stretch.vsn import Admission, Pipeline, ReconfigurationStatus
 

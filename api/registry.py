@@ -18,13 +18,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from api.durability import StateDirectory, decode_record, snapshot_of
-from api.errors import ConflictError, LimitError, NotFoundError, UnavailableError
-from api.limits import ServiceLimits
-from api.memory import release_memory
-from api.metrics import OperatorSnapshot, ServiceMetrics
-from api.operators import ManagedOperator
-from controller import PolicyConfig
+from stretch.api.durability import StateDirectory, decode_record, snapshot_of
+from stretch.api.errors import ConflictError, LimitError, NotFoundError, UnavailableError
+from stretch.api.limits import ServiceLimits
+from stretch.api.memory import release_memory
+from stretch.api.metrics import OperatorSnapshot, ServiceMetrics
+from stretch.api.operators import ManagedOperator
+from stretch.controller import PolicyConfig
 from stretch.errors import OperatorError, StretchError
 from stretch.model.oplus import OPlus
 from stretch.operators.catalog import CATALOG, build

@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from api.mapping import MappingSummary
-from controller import PolicyConfig
+from stretch.api.mapping import MappingSummary
+from stretch.controller import PolicyConfig
 from stretch.model.schema import TS_MAX_MS, TS_MIN_MS
 
 __all__ = [

@@ -19,11 +19,11 @@ from types import FrameType
 
 import uvicorn
 
-from api.deadlines import DEFAULT_HEADER_TIMEOUT_S, header_deadline_protocol
-from api.guard import BodyLimits
-from api.limits import ServiceLimits
-from api.main import create_app
-from api.registry import DEFAULT_CHECKPOINT_INTERVAL_S
+from stretch.api.deadlines import DEFAULT_HEADER_TIMEOUT_S, header_deadline_protocol
+from stretch.api.guard import BodyLimits
+from stretch.api.limits import ServiceLimits
+from stretch.api.main import create_app
+from stretch.api.registry import DEFAULT_CHECKPOINT_INTERVAL_S
 
 __all__ = ["TOKEN_ENV", "StretchServer", "check_exposure", "is_loopback", "read_token", "serve"]
 

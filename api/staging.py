@@ -33,11 +33,11 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from api.codec import decode_batch
-from api.errors import ConflictError
-from api.lifecycle import ERRORS, NAME, Registry
-from api.operators import ManagedOperator
-from api.schemas import INT64_MAX
+from stretch.api.codec import decode_batch
+from stretch.api.errors import ConflictError
+from stretch.api.lifecycle import ERRORS, NAME, Registry
+from stretch.api.operators import ManagedOperator
+from stretch.api.schemas import INT64_MAX
 from stretch.errors import CapacityError
 from stretch.model.schema import conform
 

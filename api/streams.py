@@ -8,12 +8,12 @@ from fastapi import APIRouter, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.codec import ARROW_STREAM, decode_batch, encode_arrow, json_rows
-from api.guard import BodyLimits
-from api.lifecycle import ERRORS, NAME, Registry
-from api.long_polls import LongPolls
-from api.operators import ManagedOperator
-from api.schemas import (
+from stretch.api.codec import ARROW_STREAM, decode_batch, encode_arrow, json_rows
+from stretch.api.guard import BodyLimits
+from stretch.api.lifecycle import ERRORS, NAME, Registry
+from stretch.api.long_polls import LongPolls
+from stretch.api.operators import ManagedOperator
+from stretch.api.schemas import (
     INT64_MAX,
     INT64_MIN,
     BatchAccepted,

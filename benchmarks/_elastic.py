@@ -21,7 +21,7 @@ import pyarrow as pa
 from _elastic_load import DRAIN_TIMEOUT_S
 from numpy.typing import NDArray
 
-from controller import Autoscaler, PipelineSampler, PolicyConfig
+from stretch.controller import Autoscaler, PipelineSampler, PolicyConfig
 from stretch.model.oplus import OPlus
 from stretch.vsn import Pipeline, ReconfigurationStatus, setup
 

@@ -7,7 +7,7 @@ from typing import Any
 from _elastic import Run
 from _util import grid
 
-from controller import PolicyConfig
+from stretch.controller import PolicyConfig
 
 OVERSUBSCRIBED = "C3"
 CORES = "C0"

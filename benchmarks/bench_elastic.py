@@ -41,7 +41,7 @@ from _elastic_load import calibrate, cv_percent, phased_scalejoin, trading_day, 
 from _elastic_plots import plot_autoscaled, plot_q4
 from _util import RESULTS, machine, percentiles, progress, save, write
 
-from controller import PolicyConfig
+from stretch.controller import PolicyConfig
 from stretch.model.oplus import OPlus
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build

@@ -147,7 +147,7 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
             sys.executable,
             "-m",
             "uvicorn",
-            "api.main:create_app",
+            "stretch.api.main:create_app",
             "--factory",
             "--host",
             "127.0.0.1",

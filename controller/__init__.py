@@ -7,10 +7,10 @@ applies decisions through the runtime's ``reconfigure``. It owns no threads of t
 and no HTTP: the service (``api``) and the Spark job start and stop autoscalers.
 """
 
-from controller.autoscaler import Autoscaler, DecisionRecord, autoscale
-from controller.load import LoadSnapshot
-from controller.policies import POLICIES, Decision, PolicyConfig, decide, model, threshold
-from controller.sampler import PipelineSampler
+from stretch.controller.autoscaler import Autoscaler, DecisionRecord, autoscale
+from stretch.controller.load import LoadSnapshot
+from stretch.controller.policies import POLICIES, Decision, PolicyConfig, decide, model, threshold
+from stretch.controller.sampler import PipelineSampler
 
 __all__ = [
     "POLICIES",

@@ -29,9 +29,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from controller.load import LoadSnapshot
-from controller.policies import Decision, PolicyConfig, decide
-from controller.sampler import PipelineSampler
+from stretch.controller.load import LoadSnapshot
+from stretch.controller.policies import Decision, PolicyConfig, decide
+from stretch.controller.sampler import PipelineSampler
 from stretch.vsn import Pipeline
 
 __all__ = ["Autoscaler", "DecisionRecord", "autoscale"]

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from controller.load import LoadSnapshot
+from stretch.controller.load import LoadSnapshot
 
 __all__ = ["POLICIES", "Decision", "PolicyConfig", "decide", "model", "threshold"]
 

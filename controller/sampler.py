@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from controller.load import LoadSnapshot
+from stretch.controller.load import LoadSnapshot
 from stretch.vsn import Pipeline
 
 __all__ = ["PipelineSampler"]

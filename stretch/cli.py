@@ -622,8 +622,8 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from api.limits import ServiceLimits  # noqa: PLC0415 - the web stack loads only here
-    from api.serve import serve  # noqa: PLC0415
+    from stretch.api.limits import ServiceLimits  # noqa: PLC0415 - the web stack loads only here
+    from stretch.api.serve import serve  # noqa: PLC0415
 
     for name in load_operators(args.operators):
         log.info("loaded operator %r", name)

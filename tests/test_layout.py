@@ -11,7 +11,11 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("stretch", "scalegate", "controller", "api")
+PACKAGES = ("stretch", "scalegate")
+FOLDERS = {"stretch": "stretch", "scalegate": "scalegate", "api": "stretch.api"}
+FOLDERS["controller"] = "stretch.controller"
+"""The repository's package folders and the modules they install as (api/ and controller/
+are linked into stretch/: the wheel has no top-level api or controller)."""
 
 LAYERS = {
     "stretch.model": {"stretch.errors", "stretch.model"},
@@ -20,14 +24,24 @@ LAYERS = {
 }
 """What each low layer may import of the project (anything else of it is a higher layer)."""
 
-HIGHER = ("api", "controller", "stretch.spark", "stretch.cli", "stretch.demo")
+HIGHER = ("stretch.api", "stretch.controller", "stretch.spark", "stretch.cli", "stretch.demo")
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
+    folder, *parts = path.relative_to(ROOT).with_suffix("").parts
+    if parts and parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts)
+    return ".".join([FOLDERS[folder], *parts])
+
+
+def _files(folders: tuple[str, ...] = tuple(FOLDERS)) -> list[Path]:
+    """The modules in ``folders``, each once (the links in stretch/ are not followed)."""
+    return [
+        path
+        for folder in folders
+        for path in (ROOT / folder).rglob("*.py")
+        if not (ROOT / folder / path.relative_to(ROOT / folder).parts[0]).is_symlink()
+    ]
 
 
 def _imports(path: Path) -> set[str]:
@@ -49,7 +63,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def _graph() -> dict[str, set[str]]:
-    paths = [p for package in PACKAGES for p in (ROOT / package).rglob("*.py")]
+    paths = _files()
     modules = {_module_name(p): p for p in paths}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
@@ -116,16 +130,11 @@ RUNTIME_INTERNALS = {"reorder", "pool", "compiled", "feeder", "gate", "sigma"}
 """Attributes of the runtime's private parts: code outside ``stretch.vsn`` reads none."""
 
 DOOR_USERS = ("api", "controller", "stretch")
-"""Packages whose modules use the runtime only through its front door (``stretch.vsn``)."""
+"""Folders whose modules use the runtime only through its front door (``stretch.vsn``)."""
 
 
 def _outside_the_runtime() -> list[Path]:
-    return [
-        path
-        for package in DOOR_USERS
-        for path in (ROOT / package).rglob("*.py")
-        if not _within(_module_name(path), "stretch.vsn")
-    ]
+    return [path for path in _files(DOOR_USERS) if not _within(_module_name(path), "stretch.vsn")]
 
 
 def test_code_outside_the_runtime_imports_only_its_front_door() -> None:

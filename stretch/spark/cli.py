@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 from pyspark.sql import SparkSession
 
-from api.serve import read_token
+from stretch.api.serve import read_token
 from stretch.errors import InputError
 from stretch.spark.pipeline import PipelineConfig, prepare, run_pipeline
 from stretch.spark.preflight import check_inputs, check_sidecars

@@ -21,7 +21,7 @@ from types import TracebackType
 import httpx
 import uvicorn
 
-from api.main import create_app
+from stretch.api.main import create_app
 from stretch.errors import StretchError
 
 __all__ = ["EmbeddedSidecar", "LocalSidecars"]

@@ -15,7 +15,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from api import create_app
+from stretch.api import create_app
 from stretch.client import StretchClient
 
 with warnings.catch_warnings():

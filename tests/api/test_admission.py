@@ -8,10 +8,10 @@ import time
 import pyarrow as pa
 from fastapi.testclient import TestClient
 
-from api import create_app
-from api.codec import ARROW_STREAM, encode_arrow
-from api.limits import ServiceLimits
 from stretch import generate
+from stretch.api import create_app
+from stretch.api.codec import ARROW_STREAM, encode_arrow
+from stretch.api.limits import ServiceLimits
 from stretch.client import StretchClient
 from tests.api.conftest import TIMEOUT_S, TOKEN, auth, union_in_total_order, v_table
 

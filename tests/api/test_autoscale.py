@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from api.codec import ARROW_STREAM, encode_arrow
 from stretch import build, generate, run_sn
+from stretch.api.codec import ARROW_STREAM, encode_arrow
 from tests.api.conftest import TestClient, auth
 from tests.waiting import wait_until
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.batch_ids import BatchIds
+from stretch.api.batch_ids import BatchIds
 
 
 def test_recent_ids_are_exact_and_older_ones_fall_under_the_low_water_mark() -> None:

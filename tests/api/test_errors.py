@@ -7,9 +7,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from api import create_app
-from api.codec import encode_arrow
 from stretch import build, generate, run_sn
+from stretch.api import create_app
+from stretch.api.codec import encode_arrow
 from stretch.client import ARROW_STREAM, StretchClient
 from stretch.errors import CapacityError
 from tests.api.conftest import TIMEOUT_S, TestClient, auth

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from api.codec import encode_arrow
+from stretch.api.codec import encode_arrow
 from stretch.client import ARROW_STREAM, StretchClient
 from tests.api.conftest import TIMEOUT_S, TestClient, auth
 

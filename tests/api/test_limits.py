@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from api import create_app
-from api.guard import BodyLimits
+from stretch.api import create_app
+from stretch.api.guard import BodyLimits
 from stretch.client import ARROW_STREAM
 from tests.api.conftest import TOKEN, TestClient, auth
 

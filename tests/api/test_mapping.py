@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.mapping import MAX_RANGES, summarize
+from stretch.api.mapping import MAX_RANGES, summarize
 from stretch.client import StretchClient
 from stretch.model.mapping import NOT_OWNED, Shard, default_mapping
 from tests.api.conftest import TIMEOUT_S, TestClient, auth

@@ -18,7 +18,7 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api import create_app
+from stretch.api import create_app
 from tests.api.conftest import TOKEN, TestClient
 
 JSON_LEAF = (

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from api import create_app
-from api.limits import ServiceLimits
 from stretch import generate
+from stretch.api import create_app
+from stretch.api.limits import ServiceLimits
 from stretch.client import ServiceError, StretchClient
 from tests.api.conftest import TIMEOUT_S, TOKEN, send_in_chunks, serving, v_table
 

@@ -18,8 +18,8 @@ import httpx
 import numpy as np
 import pyarrow as pa
 
-from api import create_app
-from api.codec import ARROW_STREAM, encode_arrow
+from stretch.api import create_app
+from stretch.api.codec import ARROW_STREAM, encode_arrow
 from tests.api.conftest import TIMEOUT_S, TOKEN, auth, serving, union_in_total_order, v_table
 
 REQUEST_DEADLINE_S = 10.0

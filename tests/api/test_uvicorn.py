@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from api import create_app
 from stretch import build, generate, run_sn
+from stretch.api import create_app
 from stretch.client import StretchClient
 from tests.api.conftest import TIMEOUT_S, TOKEN, send_in_chunks, serving
 

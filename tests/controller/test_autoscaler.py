@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 import stretch
-from controller import Autoscaler, LoadSnapshot, PipelineSampler, PolicyConfig, autoscale
 from stretch import generate
+from stretch.controller import Autoscaler, LoadSnapshot, PipelineSampler, PolicyConfig, autoscale
 from tests.waiting import wait_until
 
 TIMEOUT_S = 60.0

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller import LoadSnapshot, PolicyConfig, decide, model, threshold
+from stretch.controller import LoadSnapshot, PolicyConfig, decide, model, threshold
 
 
 def snapshot(m: int, load: float, n: int = 128, **kwargs: float | None) -> LoadSnapshot:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 import stretch
-from controller import PipelineSampler
 from stretch import generate
+from stretch.controller import PipelineSampler
 
 TIMEOUT_S = 60.0
 
