@@ -1,4 +1,4 @@
-"""One Spark session and one sidecar for every Spark test of a run, and their helpers.
+"""One Spark session and one sidecar per test process (each pytest-xdist worker), and helpers.
 
 A Spark session costs 10-25 s to start and each micro-batch hundreds of ms, so the tests
 share one session (``local[2]``) and one sidecar (uvicorn on loopback, in a thread), use
