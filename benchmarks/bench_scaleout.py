@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from _util import figure, machine, progress, save, write
 
-from benchmarks._util import figure, machine, progress, save, write
 from stretch import generate
 from stretch.sharded import ShardedClient
 from stretch.spark.sidecar import LocalSidecars

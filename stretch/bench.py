@@ -18,13 +18,17 @@ from stretch.errors import InputError
 __all__ = ["BENCHMARKS", "DEFAULT_OUTPUT", "RESULTS_ENV", "run_benchmark", "split_output"]
 
 BENCHMARKS = (
+    "durability",
     "elastic",
     "forward",
     "http",
+    "panes",
     "reconfig",
     "scalegate",
     "scalejoin",
+    "scaleout",
     "spark",
+    "spark_bandjoin",
     "vsn_vs_sn",
 )
 """The experiments, ``benchmarks/bench_NAME.py``."""
