@@ -144,9 +144,12 @@ def _split(texts: list[str], hashtags: bool, table: TokenTable | None = None) ->
 
 
 def test_tokens_split_on_exactly_pythons_whitespace() -> None:
-    """Every code point, alone and in runs, at the ends and inside: as ``str.split()``."""
+    """Every code point inside a word, at a word's ends and (whitespace) in runs at a text's
+    ends: as ``str.split()``. Words of every code point are joined into texts of 4,096."""
     chars = [chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c < 0xE000]
-    texts = [f"a{c}b" for c in chars] + [f"{c}{c}x{c}" for c in chars] + ["", " ", "  a  b  "]
+    words = [f"a{c}b" for c in chars] + [f"{c}{c}x{c}" for c in chars]
+    texts = [" ".join(words[i : i + 4096]) for i in range(0, len(words), 4096)]
+    texts += [f"{c}{c}x{c}" for c in chars if c.isspace()] + ["", " ", "  a  b  "]
     assert _split(texts, hashtags=False) == [text.split() for text in texts]
     spaces = [c for c in chars if c.isspace()]
     joined = "".join(f"w{i}{c}" for i, c in enumerate(spaces))
