@@ -186,7 +186,7 @@ def within(width: float) -> Any:
 
 LEFT = Schema.of(x="float", y="float")
 RIGHT = Schema.of(a="float", b="float")
-WIDTHS = [0.25, 2.5, 1e6]
+WIDTHS = [0.25, 1e6]
 
 
 def near_join(width: float, band: float) -> stretch.OPlus:
