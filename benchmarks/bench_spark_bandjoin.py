@@ -31,18 +31,23 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from _util import machine, progress, write
+from _util import interleaved, machine, medians, write
 
 from stretch import generate
 
 BAND = 10
 OUTPUT_COLUMNS = ["ts", "x", "y", "a", "b", "c", "d"]
+SCHEMAS = ("ts LONG, x LONG, y DOUBLE", "ts LONG, a LONG, b DOUBLE, c DOUBLE, d BOOLEAN")
+"""The streams' columns (``stretch.generate.scalejoin``), declared as a user would."""
+PROCESS_TIMEOUT_S = 1800
+"""The longest a measured process may run."""
 
 
 def spark_query(kind: str, left: Path, right: Path, output: Path, ws_ms: int) -> None:
@@ -53,12 +58,12 @@ def spark_query(kind: str, left: Path, right: Path, output: Path, ws_ms: int) ->
 
     spark = local_session("bucketed-band-join")
     if kind == "stream":
-        schema_l = spark.read.parquet(str(left)).schema
-        schema_r = spark.read.parquet(str(right)).schema
-        lf = spark.readStream.schema(schema_l).option("maxFilesPerTrigger", 1).parquet(str(left))
-        rf = spark.readStream.schema(schema_r).option("maxFilesPerTrigger", 1).parquet(str(right))
+        read = spark.readStream.option("maxFilesPerTrigger", 1)
+        lf = read.schema(SCHEMAS[0]).parquet(str(left))
+        rf = read.schema(SCHEMAS[1]).parquet(str(right))
     else:
-        lf, rf = spark.read.parquet(str(left)), spark.read.parquet(str(right))
+        lf = spark.read.schema(SCHEMAS[0]).parquet(str(left))
+        rf = spark.read.schema(SCHEMAS[1]).parquet(str(right))
     delay = f"{ws_ms} milliseconds"
     lf = lf.select(
         "ts", "x", "y",
@@ -96,11 +101,14 @@ def spark_query(kind: str, left: Path, right: Path, output: Path, ws_ms: int) ->
         query = (
             joined.writeStream.format("parquet")
             .option("path", str(output))
-            .option("checkpointLocation", str(output) + "_checkpoint")
+            .option("checkpointLocation", str(output / "_checkpoint"))
             .trigger(availableNow=True)
             .start()
         )
-        query.awaitTermination()
+        if not query.awaitTermination(PROCESS_TIMEOUT_S):
+            query.stop()
+            msg = f"the streaming query did not finish in {PROCESS_TIMEOUT_S} s"
+            raise RuntimeError(msg)
     else:
         joined.write.parquet(str(output))
     spark.stop()
@@ -129,7 +137,9 @@ def timed(command: list[str], log: Path) -> float:
     """Run ``command`` as a process; its wall time (its output goes to ``log``)."""
     started = time.perf_counter()
     with log.open("w") as out:
-        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
+        done = subprocess.run(
+            command, stdout=out, stderr=subprocess.STDOUT, check=False, timeout=PROCESS_TIMEOUT_S
+        )
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         msg = f"{command[:4]} exited {done.returncode}; see {log}"
@@ -145,39 +155,43 @@ def measure(rows: int, rate: float, ws_ms: int, parts: int, runs: int) -> dict[s
         write_parts(left, work / "L", parts)
         write_parts(right, work / "R", parts)
         stretch = str(Path(sys.executable).with_name("stretch"))
-        cases = ("stretch_pipeline", "spark_stream", "spark_batch")
-        times: dict[str, list[float]] = {case: [] for case in cases}
+        inputs = ["--input", str(work / "L"), "--input", str(work / "R")]
+        spark = [sys.executable, __file__, "--left", str(work / "L"), "--right",
+                 str(work / "R"), "--ws-ms", str(ws_ms), "--query"]  # fmt: skip
+        commands = {
+            "stretch_pipeline": [
+                stretch,
+                "pipeline",
+                "scalejoin",
+                *inputs,
+                "--param",
+                f"ws={ws_ms}",
+                "--output",
+            ],  # fmt: skip
+            "spark_stream": [*spark, "stream", "--output"],
+            "spark_batch": [*spark, "batch", "--output"],
+        }
         outputs: dict[str, pa.Table] = {}
-        for run in range(runs):
-            for case in cases:
-                out = work / f"{case}-{run}"
-                if case == "stretch_pipeline":
-                    command = [
-                        stretch, "pipeline", "scalejoin", "--input", str(work / "L"),
-                        "--input", str(work / "R"), "--output", str(out),
-                        "--param", f"ws={ws_ms}",
-                    ]  # fmt: skip
-                else:
-                    command = [
-                        sys.executable, __file__,
-                        "--query", case.removeprefix("spark_"), "--left", str(work / "L"),
-                        "--right", str(work / "R"), "--output", str(out),
-                        "--ws-ms", str(ws_ms),
-                    ]  # fmt: skip
-                seconds = timed(command, work / f"{case}-{run}.log")
-                times[case].append(seconds)
-                progress(f"{rows:,} rows per side, {case}: {seconds:.1f} s")
-                if run == 0:
-                    outputs[case] = sorted_rows(out)
-                shutil.rmtree(out)
+
+        def run(case: str) -> dict[str, float]:
+            """One timed process; the first run's output is kept, sorted, to compare."""
+            out = work / case
+            seconds = timed([*commands[case], str(out)], work / f"{case}.log")
+            if case not in outputs:
+                outputs[case] = sorted_rows(out)
+            shutil.rmtree(out)
+            return {"seconds": seconds}
+
+        samples = interleaved(runs, {case: partial(run, case) for case in commands})
         reference = outputs["stretch_pipeline"]
-        same = {case: bool(table.equals(reference)) for case, table in outputs.items()}
         return {
             "rows_per_side": rows,
             "output_rows": reference.num_rows,
-            "seconds": times,
-            "median_s": {case: sorted(t)[len(t) // 2] for case, t in times.items()},
-            "same_rows_as_stretch": same,
+            "seconds": {case: [r["seconds"] for r in rs] for case, rs in samples.items()},
+            "median_s": {case: medians(rs)["seconds"] for case, rs in samples.items()},
+            "same_rows_as_stretch": {
+                case: bool(table.equals(reference)) for case, table in outputs.items()
+            },
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
