@@ -178,6 +178,9 @@ def main() -> None:
     parser.add_argument(
         "--target-rows", type=int, default=1_000_000, help="rows per stream (index targets)"
     )
+    parser.add_argument(
+        "--target-rate", type=float, default=10_000.0, help="tuples/s per stream (index targets)"
+    )
     args = parser.parse_args()
     if args.study == "index":
         index_study(args)
@@ -295,7 +298,7 @@ def index_study(args: argparse.Namespace) -> None:
             f"scalejoin, every x and a equal (ws=1000): p1 indexed = "
             f"{skewed['indexed_over_nested']:.2f}x p1 nested; same rows {skewed['same_rows']}"
         )
-    big = make(args.target_rows, args.rate, 1) * copies
+    big = make(args.target_rows, args.target_rate, 1) * copies
     result["targets"] = _index_study.targets(
         args.operator, big, args.ws, args.parallelism, args.keys, args.runs
     )

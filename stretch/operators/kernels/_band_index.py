@@ -2,30 +2,37 @@
 
 A join that declares a band (``stretch.operators.kernels.Band``: a key per side such
 that every matching pair has ``|key_L - key_R| <= width``) runs here instead of the
-nested loop of ``_band_join``. Each key's store of each side (the same contiguous
-arrays as ``_band_join``'s, in insertion order between the bounds' head and tail) gets a
-grid over its tuples' keys: cell ``floor(key / width)`` hashed to one of ``C`` cells
-(``C`` a power of two), each cell a ring buffer of the store positions of its tuples, in
-insertion order, so expiry is dropping the head of a cell (the positions below the
-store's head). A tuple whose key is not finite goes to one more cell, the wild cell,
-that every probe scans; a probe whose key is not finite scans the whole window.
+nested loop of ``_band_join``. Each key's store of each side stays as in ``_band_join``
+(contiguous arrays, in insertion order between the bounds' head and tail); beside them,
+one grid per side indexes the stores of all the keys an instance owns (its slab): cell
+``floor(key / width)`` hashed to one of ``C`` cells (``C`` a power of two), each cell a
+ring buffer of store indices (key slot and position) in arrival order, so expiry is
+dropping the head of a cell. Every key sees every tuple of the run, so the keys'
+windows expire together and a cell's expired entries are always at its head. A tuple
+whose key is not finite goes to one more cell, the wild cell, that every probe scans; a
+probe whose key is not finite scans the whole window.
+
+One grid for the slab rather than one per key: a probe is compared with every key's
+window (ScaleJoin's J+), so with K keys per-key grids made each probe visit K times as
+many cells, each holding a K-th of the tuples, and the cost was in visiting cells. The
+stores (the state the key-group partitioning moves) stay per key; the grid is derived
+from them and rebuilt whenever a slab's keys change (at the epoch barrier's switch).
 
 A probe of key ``k`` reads the cells ``floor((k - width) / width)`` to ``floor((k +
 width) / width)`` (three, widened by a rounding margin, so a fourth on a cell edge) and
 the wild cell, and tests each live entry with the join's exact predicate. It writes a
-match as (tuple index, key, partner seq, store position): the caller sorts a probe's
-matches by store position, which is the stored order the reference emits them in
+match as (tuple index, key, partner seq, store position): the caller sorts the matches
+by tuple, key and store position, which is the order the reference emits them in
 (``stretch.operators.joins``), then numbers them. The superset the cells return is the
 band's business; the predicate decides.
 
 When the cells a group of probes would scan hold more than a quarter of the window
 (every key in one cell, a wide band), or the window is short, the group runs the nested
-loop of ``_band_join``
-instead (its vectorized count then scan), so skewed data costs what the nested loop
-costs, never more. A cell without room (after dropping its expired head) stops the
-kernel before the tuple (``INDEX_FULL``); the caller rebuilds the grid with more room
-(``grid_loads`` and ``grid_build``), choosing ``C`` and the cells' capacity so the grid
-stays within a bound of the store's size.
+loop of ``_band_join`` over each key's store instead (its vectorized count then scan),
+so skewed data costs what the nested loop costs, never more. A cell without room (after
+dropping its expired head) stops the kernel before the tuple (``INDEX_FULL``); the
+caller rebuilds the grid with more room (``grid_build``), choosing ``C`` and the cells'
+capacity so the grid stays within a bound of the stores' size.
 """
 
 from __future__ import annotations
@@ -58,7 +65,6 @@ __all__ = [
     "NOT_FINITE",
     "band_cells",
     "grid_build",
-    "grid_loads",
     "hedge_indexed_run",
     "scalejoin_indexed_run",
 ]
@@ -105,18 +111,26 @@ def _purge(
     cells: NDArray[np.int64],
     cell_head: NDArray[np.int64],
     cell_count: NDArray[np.int64],
-    s: int,
     side: int,
     c: int,
-    head: int,
+    bounds: NDArray[np.int64],
+    capacity: int,
 ) -> None:
-    """Drop cell ``c``'s entries below the store's ``head`` (expired), from its head."""
-    mask = cells.shape[3] - 1
-    h, n = cell_head[s, side, c], cell_count[s, side, c]
-    while n > 0 and cells[s, side, c, h] < head:
+    """Drop cell ``c``'s expired entries (below their key's store head), from its head.
+
+    Every key of the slab sees every tuple of the run, so the keys' windows expire (and
+    restart) together and a cell's expired entries are always at its head.
+    """
+    mask = cells.shape[2] - 1
+    h, n = cell_head[side, c], cell_count[side, c]
+    while n > 0:
+        g = cells[side, c, h]
+        s = g // capacity
+        if g - s * capacity >= bounds[s, 2 * side]:
+            break
         h = (h + 1) & mask
         n -= 1
-    cell_head[s, side, c], cell_count[s, side, c] = h, n
+    cell_head[side, c], cell_count[side, c] = h, n
 
 
 @njit(inline="always")
@@ -133,17 +147,17 @@ def _cell_entries(
     cells: NDArray[np.int64],
     cell_head: NDArray[np.int64],
     cell_count: NDArray[np.int64],
-    s: int,
     other: int,
     u: int,
     high: int,
-    head: int,
+    bounds: NDArray[np.int64],
+    capacity: int,
 ) -> tuple[int, int, int]:
     """Cell ``u`` of a probe's range (``high + 1``: the wild cell), purged: (c, head, n)."""
-    wild = cells.shape[2] - 1
+    wild = cells.shape[1] - 1
     c = wild if u == high + 1 else u & (wild - 1)
-    _purge(cells, cell_head, cell_count, s, other, c, head)
-    return c, cell_head[s, other, c], cell_count[s, other, c]
+    _purge(cells, cell_head, cell_count, other, c, bounds, capacity)
+    return c, cell_head[other, c], cell_count[other, c]
 
 
 @njit(inline="always")
@@ -157,30 +171,33 @@ def _probe_left_cells(
     cells: NDArray[np.int64],
     cell_head: NDArray[np.int64],
     cell_count: NDArray[np.int64],
-    s: int,
-    head: int,
-    other_seq: NDArray[np.int64],
+    bounds: NDArray[np.int64],
+    slot_keys: NDArray[np.int64],
+    store_seq: NDArray[np.int64],
     out: NDArray[np.int64],
     n_out: int,
     q: int,
-    key: int,
 ) -> tuple[int, int]:
-    """L tuple ``q`` against R's grid of slot s; the next ``n_out`` and entries read.
+    """L tuple ``q`` against R's grid; the next ``n_out`` and the entries read.
 
     The predicate reads R's values in the grid's own columns (``grid_right``, a copy
-    per cell entry), so a cell is scanned in memory order.
+    per cell entry), so a cell is scanned in memory order. An entry is a store index
+    ``s * capacity + p`` (key slot s, store position p), decoded for a match only.
     """
-    mask = cells.shape[3] - 1
+    mask = cells.shape[2] - 1
+    capacity = store_seq.shape[2]
     seen = 0
     for u in range(low, high + 2):
-        c, h, n = _cell_entries(cells, cell_head, cell_count, s, 1, u, high, head)
+        c, h, n = _cell_entries(cells, cell_head, cell_count, 1, u, high, bounds, capacity)
         seen += n
-        first = (s * cells.shape[2] + c) * cells.shape[3]
+        first = c * cells.shape[2]
         for ring in range(h, h + n):
             e = ring & mask
-            p = cells[s, 1, c, e]
             if match(left, row, grid_right, np.uint64(first + e)):
-                n_out = _emit(out, n_out, q, key, other_seq[p], p)
+                g = cells[1, c, e]
+                s = g // capacity
+                p = g - s * capacity
+                n_out = _emit(out, n_out, q, slot_keys[s], store_seq[s, 1, p], p)
     return n_out, seen
 
 
@@ -195,26 +212,28 @@ def _probe_right_cells(
     cells: NDArray[np.int64],
     cell_head: NDArray[np.int64],
     cell_count: NDArray[np.int64],
-    s: int,
-    head: int,
-    other_seq: NDArray[np.int64],
+    bounds: NDArray[np.int64],
+    slot_keys: NDArray[np.int64],
+    store_seq: NDArray[np.int64],
     out: NDArray[np.int64],
     n_out: int,
     q: int,
-    key: int,
 ) -> tuple[int, int]:
     """``_probe_left_cells`` for R tuple ``q`` against L's grid."""
-    mask = cells.shape[3] - 1
+    mask = cells.shape[2] - 1
+    capacity = store_seq.shape[2]
     seen = 0
     for u in range(low, high + 2):
-        c, h, n = _cell_entries(cells, cell_head, cell_count, s, 0, u, high, head)
+        c, h, n = _cell_entries(cells, cell_head, cell_count, 0, u, high, bounds, capacity)
         seen += n
-        first = (s * cells.shape[2] + c) * cells.shape[3]
+        first = c * cells.shape[2]
         for ring in range(h, h + n):
             e = ring & mask
-            p = cells[s, 0, c, e]
             if match(grid_left, np.uint64(first + e), right, row):
-                n_out = _emit(out, n_out, q, key, other_seq[p], p)
+                g = cells[0, c, e]
+                s = g // capacity
+                p = g - s * capacity
+                n_out = _emit(out, n_out, q, slot_keys[s], store_seq[s, 0, p], p)
     return n_out, seen
 
 
@@ -224,13 +243,12 @@ def _group_candidates(
     first: int,
     stop: int,
     cell_count: NDArray[np.int64],
-    s: int,
     other: int,
     window: int,
     shift: int,
 ) -> int:
     """An upper bound of the entries the group's probes would read (a window if unserved)."""
-    wild = cell_count.shape[2] - 1
+    wild = cell_count.shape[1] - 1
     total = 0
     for q in range(first, stop):
         if run_cells[1, q] > run_cells[2, q]:  # not finite
@@ -238,39 +256,40 @@ def _group_candidates(
         low, high = run_cells[1, q] >> shift, run_cells[2, q] >> shift
         if high - low + 1 >= wild:  # wider than the grid
             return (stop - first) * window
-        total += cell_count[s, other, wild]
+        total += cell_count[other, wild]
         for u in range(low, high + 1):
-            total += cell_count[s, other, u & (wild - 1)]
+            total += cell_count[other, u & (wild - 1)]
     return total
 
 
 @njit(inline="always")
 def _room(
-    run_seq: NDArray[np.int64],
+    stored: NDArray[np.int64],
     run_cells: NDArray[np.int64],
     first: int,
     stop: int,
-    keys: int,
-    key: int,
     cells: NDArray[np.int64],
     cell_head: NDArray[np.int64],
     cell_count: NDArray[np.int64],
     shift: int,
-    s: int,
     this: int,
-    head: int,
+    bounds: NDArray[np.int64],
+    capacity: int,
 ) -> bool:
-    """Whether each cell the group stores a tuple in has room for all the group stores."""
-    wild = cells.shape[2] - 1
-    cap = cells.shape[3]
+    """Whether each cell the group stores a tuple in has room for all the group stores.
+
+    ``stored[q - first]`` is the slot that stores run tuple q (-1: a key not owned).
+    """
+    wild = cells.shape[1] - 1
+    cap = cells.shape[2]
     stores = 0
     for q in range(first, stop):
-        stores += run_seq[q] % keys == key
+        stores += stored[q - first] >= 0
     for q in range(first, stop):
-        if run_seq[q] % keys == key:
+        if stored[q - first] >= 0:
             c = _slot(run_cells[0, q], wild, shift)
-            _purge(cells, cell_head, cell_count, s, this, c, head)
-            if cell_count[s, this, c] + stores > cap:
+            _purge(cells, cell_head, cell_count, this, c, bounds, capacity)
+            if cell_count[this, c] + stores > cap:
                 return False
     return True
 
@@ -305,23 +324,27 @@ def _indexed_join(
     out: NDArray[np.int64],
     stats: NDArray[np.int64],
 ) -> int:
-    """``_band_join._band_join`` with each side's store indexed by a grid on its key.
+    """``_band_join._band_join`` with one grid per side over the stores of all its keys.
 
     The arguments are ``_band_join``'s, plus ``run_cells`` (each run tuple's cell and
     the first and last cells its probe reads: ``band_cells``), ``store_cell`` (the
-    stored tuples' cells, beside ``store_ts``) and the grid: ``cells[s, side, c, e]``
-    the store positions of cell c's ring buffer
-    (``C + 1`` cells, the last the wild one; a capacity that is a power of two), its
-    head ``cell_head[s, side, c]`` and length ``cell_count[s, side, c]``, the grid
-    cells' ``shift`` over the band's cells, ``small_window`` (a key's window of at most
-    that many tuples is compared by the nested loop), and a copy
-    of the columns the predicate reads of each entry (``grid_left`` / ``grid_right``
-    at ``(s * (C + 1) + c) * capacity + e``; ``fill_grid_left`` / ``fill_grid_right``
-    pair them with the input columns). A match's
-    fourth value is the partner's store position (stored order), not its rank. Returns
-    ``DONE``, ``OUT_FULL``, ``STORE_FULL`` or ``INDEX_FULL`` (the caller rebuilds the
-    grid with more room and calls again). ``stats`` holds the matches written, the
-    comparisons made and the groups run as a nested loop.
+    stored tuples' cells, beside ``store_ts``) and the grid, one per side shared by the
+    slab's keys: ``cells[side, c, e]`` the store indices ``s * capacity + p`` of cell c's
+    ring buffer (``C + 1`` cells, the last the wild one; a capacity that is a power of
+    two), its head ``cell_head[side, c]`` and length ``cell_count[side, c]``, the grid
+    cells' ``shift`` over the band's cells, ``small_window`` (a window of at most that
+    many tuples, all keys together, is compared by the nested loop), and a copy of the
+    columns the predicate reads of each entry (``grid_left`` / ``grid_right`` at ``c *
+    cells.shape[2] + e``; ``fill_grid_left`` / ``fill_grid_right`` pair them with the input
+    columns).
+
+    Unlike ``_band_join``, which walks the run once per key, this walks it once: a probe
+    reads its cells once for all the slab's keys, and each match carries its key. A
+    match's fourth value is the partner's store position (stored order), not its rank.
+    Returns ``DONE``, ``OUT_FULL``, ``STORE_FULL`` or ``INDEX_FULL`` (the caller rebuilds
+    the grid with more room and calls again); ``progress`` (every entry) is the next run
+    tuple. ``stats`` holds the matches written, the comparisons made and the groups run
+    as a nested loop.
     """
     cells, cell_head, cell_count, shift, small_window = grid
     grid_left, grid_right = grid_columns
@@ -329,163 +352,149 @@ def _indexed_join(
     n_out = stats[0]
     cap_out = out.shape[1]
     capacity = store_ts.shape[2]
-    wild = cells.shape[2] - 1
+    wild = cells.shape[1] - 1
+    mask = cells.shape[2] - 1
     n = run_ts.shape[0]
+    slots = slot_keys.shape[0]
+    if slots == 0:
+        return DONE
+    key_slot = np.full(keys, -1, np.int64)
+    for s in range(slots):
+        key_slot[slot_keys[s]] = s
     hits = np.empty((GROUP, capacity // BLOCK + 1), np.int64)
     rows = np.empty(GROUP, np.int64)
-    for s in range(slot_keys.shape[0]):
-        key = slot_keys[s]
-        at = s * capacity
-        i = progress[s]
-        while i < n:
-            this = 0 if run_source[i] == 0 else 1
-            other = 1 - this
-            ts = run_ts[i]
-            earliest = ((ts - ws - 1) // wa + 1) * wa  # of the join's window: WS + 1
-            stop = i + 1
-            if earliest <= ts:
-                while (
-                    stop < n
-                    and stop - i < GROUP
-                    and run_ts[stop] == ts
-                    and (run_source[stop] == 0) == (this == 0)
-                ):
-                    stop += 1
-            head, tail = bounds[s, 2 * other], bounds[s, 2 * other + 1]
-            reset = earliest > bounds[s, LAST]
-            if reset:
-                head = tail
-            while head < tail and store_ts[s, other, head] + ws < ts:
-                head += 1
-            window = tail - head
-            scan = _group_candidates(run_cells, i, stop, cell_count, s, other, window, shift)
-            nested = window <= small_window or scan * NESTED_SHARE > (stop - i) * window
-            room = capacity - bounds[s, 2 * this + 1]
-            if n_out + min(scan, (stop - i) * window) > cap_out or room < stop - i:
-                progress[s] = i
-                stats[0] = n_out
-                return OUT_FULL if room >= stop - i else STORE_FULL
-            this_head = bounds[s, 2 * this + 1] if reset else bounds[s, 2 * this]
-            if not _room(
-                run_seq, run_cells, i, stop, keys, key,
-                cells, cell_head, cell_count, shift, s, this, this_head,
-            ):  # fmt: skip
-                progress[s] = i
-                stats[0] = n_out
-                return INDEX_FULL
-            if reset:
+    stored = np.empty(GROUP, np.int64)
+    i = progress[0]
+    while i < n:
+        this = 0 if run_source[i] == 0 else 1
+        other = 1 - this
+        ts = run_ts[i]
+        earliest = ((ts - ws - 1) // wa + 1) * wa  # of the join's window: WS + 1
+        stop = i + 1
+        if earliest <= ts:
+            while (
+                stop < n
+                and stop - i < GROUP
+                and run_ts[stop] == ts
+                and (run_source[stop] == 0) == (this == 0)
+            ):
+                stop += 1
+        # Every key's window before the group (restarted, expired); safe to redo if the
+        # kernel stops before the group below.
+        window = 0
+        for s in range(slots):
+            if earliest > bounds[s, LAST]:
                 bounds[s, 0], bounds[s, 2] = bounds[s, 1], bounds[s, 3]
             bounds[s, LAST] = ts
+            head, tail = bounds[s, 2 * other], bounds[s, 2 * other + 1]
+            while head < tail and store_ts[s, other, head] + ws < ts:
+                head += 1
             bounds[s, 2 * other] = head
-            other_seq = store_seq[s, other]
-            base = bases[this]
-            for q in range(np.uint64(i), np.uint64(stop)):
-                rows[q - i] = run_seq[q] - base
-            if nested:
-                stats[2] += 1
-                stats[1] += (stop - i) * window
+            window += tail - head
+        full = False
+        for q in range(i, stop):
+            s = key_slot[run_seq[q] % keys]
+            stored[q - i] = s
+            full |= s >= 0 and bounds[s, 2 * this + 1] + (stop - i) > capacity
+        scan = _group_candidates(run_cells, i, stop, cell_count, other, window, shift)
+        nested = window <= small_window or scan * NESTED_SHARE > (stop - i) * window
+        if full or n_out + min(scan, (stop - i) * window) > cap_out:
+            progress[:] = i
+            stats[0] = n_out
+            return STORE_FULL if full else OUT_FULL
+        if not _room(
+            stored, run_cells, i, stop, cells, cell_head, cell_count, shift, this, bounds,
+            capacity,
+        ):  # fmt: skip
+            progress[:] = i
+            stats[0] = n_out
+            return INDEX_FULL
+        base = bases[this]
+        for q in range(np.uint64(i), np.uint64(stop)):
+            rows[q - i] = run_seq[q] - base
+        if nested:
+            stats[2] += 1
+            stats[1] += (stop - i) * window
+            for s in range(slots):
+                head, tail = bounds[s, 2 * other], bounds[s, 2 * other + 1]
+                at = s * capacity
                 if this == 0:
                     n_out = _probe_left(
                         candidate, match, left, rows, i, stop, stored_right, at, head, tail,
-                        other_seq, hits, out, n_out, key,
+                        store_seq[s, 1], hits, out, n_out, slot_keys[s],
                     )  # fmt: skip
                 else:
                     n_out = _probe_right(
                         candidate, match, right, rows, i, stop, stored_left, at, head, tail,
-                        other_seq, hits, out, n_out, key,
+                        store_seq[s, 0], hits, out, n_out, slot_keys[s],
                     )  # fmt: skip
+        else:
+            for q in range(i, stop):
+                low, high = run_cells[1, q] >> shift, run_cells[2, q] >> shift
+                if this == 0:
+                    n_out, seen = _probe_left_cells(
+                        match, left, rows[q - i], grid_right, low, high, cells, cell_head,
+                        cell_count, bounds, slot_keys, store_seq, out, n_out, q,
+                    )  # fmt: skip
+                else:
+                    n_out, seen = _probe_right_cells(
+                        match, right, rows[q - i], grid_left, low, high, cells, cell_head,
+                        cell_count, bounds, slot_keys, store_seq, out, n_out, q,
+                    )  # fmt: skip
+                stats[1] += seen
+        for q in range(i, stop):  # the group's own stores: not compared with it
+            s = stored[q - i]
+            if s < 0:
+                continue
+            t = bounds[s, 2 * this + 1]
+            store_ts[s, this, t] = ts
+            store_seq[s, this, t] = run_seq[q]
+            store_cell[s, this, t] = run_cells[0, q]
+            if this == 0:
+                _store_row(fill_left, s * capacity + t, rows[q - i])
             else:
-                for q in range(i, stop):
-                    if this == 0:
-                        n_out, seen = _probe_left_cells(
-                            match, left, rows[q - i], grid_right, run_cells[1, q] >> shift,
-                            run_cells[2, q] >> shift, cells, cell_head, cell_count, s, head,
-                            other_seq, out, n_out, q, key,
-                        )  # fmt: skip
-                    else:
-                        n_out, seen = _probe_right_cells(
-                            match, right, rows[q - i], grid_left, run_cells[1, q] >> shift,
-                            run_cells[2, q] >> shift, cells, cell_head, cell_count, s, head,
-                            other_seq, out, n_out, q, key,
-                        )  # fmt: skip
-                    stats[1] += seen
-            mask = cells.shape[3] - 1
-            for q in range(i, stop):  # the group's own stores: not compared with it
-                if run_seq[q] % keys == key:
-                    t = bounds[s, 2 * this + 1]
-                    store_ts[s, this, t] = ts
-                    store_seq[s, this, t] = run_seq[q]
-                    store_cell[s, this, t] = run_cells[0, q]
-                    if this == 0:
-                        _store_row(fill_left, at + t, rows[q - i])
-                    else:
-                        _store_row(fill_right, at + t, rows[q - i])
-                    bounds[s, 2 * this + 1] = t + 1
-                    c = _slot(run_cells[0, q], wild, shift)
-                    e = (cell_head[s, this, c] + cell_count[s, this, c]) & mask
-                    cells[s, this, c, e] = t
-                    cell_count[s, this, c] += 1
-                    entry = (s * cells.shape[2] + c) * cells.shape[3] + e
-                    if this == 0:
-                        _store_row(fill_grid_left, entry, rows[q - i])
-                    else:
-                        _store_row(fill_grid_right, entry, rows[q - i])
-            i = stop
-        progress[s] = n
+                _store_row(fill_right, s * capacity + t, rows[q - i])
+            bounds[s, 2 * this + 1] = t + 1
+            c = _slot(run_cells[0, q], wild, shift)
+            e = (cell_head[this, c] + cell_count[this, c]) & mask
+            cells[this, c, e] = s * capacity + t
+            cell_count[this, c] += 1
+            if this == 0:
+                _store_row(fill_grid_left, c * cells.shape[2] + e, rows[q - i])
+            else:
+                _store_row(fill_grid_right, c * cells.shape[2] + e, rows[q - i])
+        i = stop
+    progress[:] = n
     stats[0] = n_out
     return DONE
 
 
 @njit(nogil=True, cache=True)
-def grid_loads(
-    store_cell: NDArray[np.int64], bounds: NDArray[np.int64], cells_n: int, shift: int
-) -> int:
-    """The most live tuples any one cell of any store holds on a grid of ``cells_n`` cells.
-
-    O(live tuples + slots x cells_n).
-    """
-    loads = np.zeros(cells_n + 1, np.int64)
-    most = 0
-    for s in range(store_cell.shape[0]):
-        for side in range(2):
-            loads[:] = 0
-            for t in range(bounds[s, 2 * side], bounds[s, 2 * side + 1]):
-                c = _slot(store_cell[s, side, t], cells_n, shift)
-                loads[c] += 1
-            most = max(most, loads.max())
-    return most
-
-
-@njit(nogil=True, cache=True)
 def grid_build(
-    store_cell: NDArray[np.int64],
-    bounds: NDArray[np.int64],
+    entries: tuple[NDArray[np.int64], NDArray[np.int64]],
+    slots: tuple[NDArray[np.int64], NDArray[np.int64]],
     cells: NDArray[np.int64],
-    cell_head: NDArray[np.int64],
     cell_count: NDArray[np.int64],
     copy_left: Fill,
     copy_right: Fill,
-    shift: int,
 ) -> None:
-    """Fill an empty grid (``cell_count`` zero) with every store's live tuples, in order.
+    """Fill an empty grid (``cell_count`` zero) with each side's ``entries``, in order.
 
-    The cells must have room (``grid_loads``). ``copy_left`` and ``copy_right`` pair
-    each grid column with its store column. O(live tuples).
+    ``entries[side]`` are store indices ``s * capacity + p`` in arrival order and
+    ``slots[side]`` their grid cells; the cells must have room. ``copy_left`` and
+    ``copy_right`` pair each grid column with its store column. O(entries).
     """
-    wild = cells.shape[2] - 1
-    capacity = store_cell.shape[2]
-    for s in range(store_cell.shape[0]):
-        for side in range(2):
-            for t in range(bounds[s, 2 * side], bounds[s, 2 * side + 1]):
-                c = _slot(store_cell[s, side, t], wild, shift)
-                e = cell_count[s, side, c]
-                cells[s, side, c, e] = t
-                cell_count[s, side, c] = e + 1
-                entry = (s * cells.shape[2] + c) * cells.shape[3] + e
-                if side == 0:
-                    _store_row(copy_left, entry, s * capacity + t)
-                else:
-                    _store_row(copy_right, entry, s * capacity + t)
+    width = cells.shape[2]
+    for side in range(2):
+        for k in range(entries[side].shape[0]):
+            c = slots[side][k]
+            e = cell_count[side, c]
+            cells[side, c, e] = entries[side][k]
+            cell_count[side, c] = e + 1
+            if side == 0:
+                _store_row(copy_left, c * width + e, entries[side][k])
+            else:
+                _store_row(copy_right, c * width + e, entries[side][k])
 
 
 @njit(nogil=True, cache=True)

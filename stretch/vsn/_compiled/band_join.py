@@ -24,7 +24,6 @@ from stretch.operators.kernels._band_index import (
     NOT_FINITE,
     band_cells,
     grid_build,
-    grid_loads,
 )
 from stretch.operators.kernels._band_join import DONE, LAST, NEVER, OUT_FULL, STORE_FULL
 from stretch.vsn._compiled._runs import audit_groups, data_nodes, owned_groups
@@ -64,39 +63,35 @@ MAX_CELLS = 1 << 16
 
 
 CELL_TARGET = 12
-"""The fewest tuples a store's occupied grid cells hold on average, when the stores
-are spread thinly (K keys share a window): grid cells then widen by powers of two."""
+"""The fewest tuples the grid's occupied cells hold on average: on thinly spread data
+grid cells widen by powers of two, so a probe visits fewer cells."""
 SMALL_WINDOW = 128
-"""A key's window of at most this many tuples is compared by the nested loop: a vector
-block or so, which its count reads about as fast as a probe visits its cells (K keys
-sharing a short window, as at WS 1 s)."""
+"""A window of at most this many tuples (all the slab's keys together) is compared by
+the nested loop: a vector block or so, which its count reads about as fast as a probe
+visits its cells."""
 MAX_SHIFT = 20
 """The widest grid cell: 2**MAX_SHIFT band widths."""
 
 
-def _shift(cell: NDArray[np.int64], bounds: NDArray[np.int64]) -> tuple[int, int]:
+def _shift(cells: tuple[NDArray[np.int64], NDArray[np.int64]]) -> tuple[int, int]:
     """How many times to double the grid cells' width over the band's.
 
-    The least shift at which the occupied cells hold ``CELL_TARGET`` live tuples on
-    average, and the most cells a store occupies then (0 for empty stores).
+    ``cells`` holds each side's live band cells. Returns the least shift at which the
+    occupied cells hold ``CELL_TARGET`` live tuples on average, and the most cells a side
+    occupies then (0 if nothing is stored).
 
     A probe reads the cells within a band of its key; on a grid of cells of the band's
-    width that is three cells, each holding few tuples when the window is spread over
-    many keys, so the cost is in visiting cells rather than comparing. Wider cells
-    mean fewer visits for a few more comparisons (at most two cells wider than the band).
+    width that is three cells, each holding few tuples when the data is sparse, so the
+    cost is in visiting cells rather than comparing. Wider cells mean fewer visits for
+    a few more comparisons (at most two cells wider than the band).
     """
-    live = [
-        cell[s, side, bounds[s, 2 * side] : bounds[s, 2 * side + 1]]
-        for s in range(cell.shape[0])
-        for side in (0, 1)
-    ]
-    values = np.concatenate(live) if live else np.empty(0, np.int64)
-    values = values[values != NOT_FINITE]
+    finite = [side[side != NOT_FINITE] for side in cells]
+    values = np.concatenate(finite)
     if values.size == 0:
         return 0, 0
-    owner = np.repeat(np.arange(len(live)), [int((v != NOT_FINITE).sum()) for v in live])
+    owner = np.repeat(np.arange(2), [side.size for side in finite])
     for shift in range(MAX_SHIFT + 1):
-        # (store, cell) as one int64; a collision only makes the estimate lower
+        # (side, cell) as one int64; a collision only makes the estimate lower
         pairs = np.unique((owner << 44) ^ ((values >> shift) & ((1 << 44) - 1)))
         if values.size >= CELL_TARGET * pairs.size or shift == MAX_SHIFT:
             return shift, int(np.bincount(pairs >> 44).max())
@@ -108,41 +103,62 @@ def _power_of_two(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
 
 
-class _Grid:
-    """The index of every store of a slab: per slot and side, ``cells`` ring buffers.
+def _live(slab: _Slab, side: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """A side's live tuples over every key of the slab, in arrival order.
 
-    ``cells[s, side, c]`` holds the store positions of the tuples of cell c (the last
-    cell: keys that are not finite) in insertion order, from ``head[s, side, c]``,
-    ``count[s, side, c]`` of them; see ``stretch.operators.kernels._band_index``.
+    As store indices ``s * capacity + p`` and their band cells. A side's tuples arrive in
+    the order of their sequence numbers, whatever their keys.
+    """
+    position = np.arange(slab.capacity)
+    live = (position >= slab.bounds[:, 2 * side, None]) & (
+        position < slab.bounds[:, 2 * side + 1, None]
+    )
+    entries = np.flatnonzero(live)
+    order = np.argsort(slab.seq[:, side].reshape(-1)[entries], kind="stable")
+    entries = entries[order]
+    return entries, slab.cell[:, side].reshape(-1)[entries]
+
+
+class _Grid:
+    """The index of a slab's stores: per side, ``cells`` ring buffers over all its keys.
+
+    ``cells[side, c]`` holds the store indices of the tuples of cell c (the last cell:
+    keys that are not finite) in arrival order, from ``head[side, c]``, ``count[side, c]``
+    of them; see ``stretch.operators.kernels._band_index``.
     """
 
     def __init__(self, slab: _Slab, extra: int) -> None:
-        cell, bounds = slab.cell, slab.bounds
-        slots, _, capacity = cell.shape
-        self.shift, occupied = _shift(cell, bounds)
-        budget = GRID_BUDGET * capacity + GRID_SLACK
-        # As many cells as a store has occupied ones (or its capacity suggests, empty).
-        wanted = 2 * occupied if occupied else capacity // CELL_FILL
+        live = (_live(slab, 0), _live(slab, 1))
+        self.shift, occupied = _shift((live[0][1], live[1][1]))
+        stored = slab.capacity * len(slab.slot_keys)
+        budget = GRID_BUDGET * stored + GRID_SLACK
+        # As many cells as a side has occupied ones (or its capacity suggests, empty).
+        wanted = 2 * occupied if occupied else stored // CELL_FILL
         cells_n = min(MAX_CELLS, _power_of_two(max(1, wanted)))
         while True:
-            most = int(grid_loads(cell, bounds, cells_n, self.shift)) if slots else 0
+            slots = (self._slots(live[0][1], cells_n), self._slots(live[1][1], cells_n))
+            most = max((int(np.bincount(c).max()) for c in slots if c.size), default=0)
             room = _power_of_two(max(8, most + most // 2, most + extra))
             if cells_n == 1 or (cells_n + 1) * room <= budget:
                 break
             cells_n //= 2
-        self.cells = np.empty((slots, 2, cells_n + 1, room), dtype=np.int64)
-        self.head = np.zeros((slots, 2, cells_n + 1), dtype=np.int64)
-        self.count = np.zeros((slots, 2, cells_n + 1), dtype=np.int64)
-        entries = slots * (cells_n + 1) * room
+        self.cells = np.empty((2, cells_n + 1, room), dtype=np.int64)
+        self.head = np.zeros((2, cells_n + 1), dtype=np.int64)
+        self.count = np.zeros((2, cells_n + 1), dtype=np.int64)
+        entries = (cells_n + 1) * room
         # A copy of the predicate's columns per entry: a cell is scanned in memory order.
         self.columns = tuple(
             tuple(np.empty(entries, dtype=dtype) for dtype in side) for side in slab.dtypes
         )
-        if slots:
-            left, right = (
-                tuple(zip(self.columns[side], slab.columns[side], strict=True)) for side in (0, 1)
-            )
-            grid_build(cell, bounds, self.cells, self.head, self.count, left, right, self.shift)
+        left, right = (
+            tuple(zip(self.columns[side], slab.columns[side], strict=True)) for side in (0, 1)
+        )
+        grid_build((live[0][0], live[1][0]), slots, self.cells, self.count, left, right)
+
+    def _slots(self, cell: NDArray[np.int64], cells_n: int) -> NDArray[np.int64]:
+        """The grid cell of each band cell on ``cells_n`` cells (the last: not finite)."""
+        hashed = (cell >> self.shift) & (cells_n - 1)
+        return np.where(cell == NOT_FINITE, cells_n, hashed)
 
     @property
     def nbytes(self) -> int:
