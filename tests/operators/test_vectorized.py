@@ -2,7 +2,9 @@
 
 Each entry point is compiled again without the disk cache (Numba cannot inspect cached
 code) for the signature a real run gave it, and its optimised IR must hold two vector
-loops (LLVM's ``vector.body`` blocks), one per probing side, each comparing vectors
+loops (LLVM's ``vector.body`` blocks), one per probing side (the indexed kernels: those
+two, for groups that take the nested loop, and the counts over a grid cell's two
+contiguous parts per side; without those counts its IR holds three), each comparing vectors
 (``icmp``/``fcmp`` on ``<N x i64>`` / ``<N x double>``) and gathering none (on a signed
 index Numba adds a wraparound select, and LLVM then gathers). A predicate that divides by
 a value of either side (a zero check that raises: a branch in both loops) is the
@@ -24,6 +26,7 @@ import stretch
 from stretch.generate import hedge, scalejoin
 from stretch.model.schema import Schema
 from stretch.operators.catalog import build
+from stretch.operators.kernels._band_index import hedge_indexed_run, scalejoin_indexed_run
 from stretch.operators.kernels._band_join import hedge_run, scalejoin_run
 from stretch.operators.kernels._predicate_join import predicate_run
 from stretch.vsn import run_vsn
@@ -91,23 +94,30 @@ def user_join(predicate: Dispatcher) -> Callable[..., int]:
     return predicate_run(predicate, 2, 2)
 
 
-def catalog_join(name: str, tables: list[pa.Table]) -> None:
-    run_vsn(build(name, {"ws": 100, "keys": 4, "index": "off"}), tables, 1)  # the nested loop
+def catalog_join(name: str, tables: list[pa.Table], index: str = "off") -> None:
+    run_vsn(build(name, {"ws": 100, "keys": 4, "index": index}), tables, 1)
 
 
 @pytest.mark.parametrize(
-    ("entry", "run"),
+    ("entry", "run", "want"),
     [
-        (scalejoin_run, lambda: catalog_join("scalejoin", scalejoin(300, 1000.0, 1))),
-        (hedge_run, lambda: catalog_join("hedge", hedge(300, 1000.0, 2) * 2)),
-        (None, lambda: user_join(near)),
+        (scalejoin_run, lambda: catalog_join("scalejoin", scalejoin(300, 1000.0, 1)), 2),
+        (hedge_run, lambda: catalog_join("hedge", hedge(300, 1000.0, 2) * 2), 2),
+        (None, lambda: user_join(near), 2),
+        # The nested loop's two, and per side the count over a cell's two ring parts.
+        (
+            scalejoin_indexed_run,
+            lambda: catalog_join("scalejoin", scalejoin(300, 1000.0, 1), "on"),
+            6,
+        ),
+        (hedge_indexed_run, lambda: catalog_join("hedge", hedge(300, 1000.0, 2) * 2, "on"), 6),
     ],
-    ids=["scalejoin", "hedge", "user_predicate"],
+    ids=["scalejoin", "hedge", "user_predicate", "scalejoin_indexed", "hedge_indexed"],
 )
-def test_comparison_loop_is_a_vector_loop(entry: Any, run: Callable[[], Any]) -> None:
+def test_comparison_loop_is_a_vector_loop(entry: Any, run: Callable[[], Any], want: int) -> None:
     ran = run()
     loops = vector_loops(compiled_ir(entry if entry is not None else ran))
-    assert len(loops) >= 2, f"vector comparison loops {loops}: want one per probing side"
+    assert len(loops) >= want, f"vector comparison loops {loops}: want {want}"
     assert min(loops) >= 4
 
 

@@ -162,6 +162,7 @@ def _cell_entries(
 
 @njit(inline="always")
 def _probe_left_cells(
+    candidate: Match,
     match: Match,
     left: Columns,
     row: int,
@@ -181,28 +182,37 @@ def _probe_left_cells(
     """L tuple ``q`` against R's grid; the next ``n_out`` and the entries read.
 
     The predicate reads R's values in the grid's own columns (``grid_right``, a copy
-    per cell entry), so a cell is scanned in memory order. An entry is a store index
-    ``s * capacity + p`` (key slot s, store position p), decoded for a match only.
+    per cell entry), so a cell is scanned in memory order, as the nested loop scans a
+    block: a branch-free count of ``candidate`` over each contiguous part of the ring (a
+    vector loop), then, only where it found one, a scan with the exact ``match``. An
+    entry is a store index ``s * capacity + p`` (key slot s, store position p), decoded
+    for a match only.
     """
-    mask = cells.shape[2] - 1
+    size = cells.shape[2]
     capacity = store_seq.shape[2]
     seen = 0
     for u in range(low, high + 2):
         c, h, n = _cell_entries(cells, cell_head, cell_count, 1, u, high, bounds, capacity)
         seen += n
-        first = c * cells.shape[2]
-        for ring in range(h, h + n):
-            e = ring & mask
-            if match(left, row, grid_right, np.uint64(first + e)):
-                g = cells[1, c, e]
-                s = g // capacity
-                p = g - s * capacity
-                n_out = _emit(out, n_out, q, slot_keys[s], store_seq[s, 1, p], p)
+        first = c * size
+        for lo, hi in ((h, min(h + n, size)), (0, max(0, h + n - size))):
+            count = 0
+            for r in range(np.uint64(first + lo), np.uint64(first + hi)):
+                count += candidate(left, row, grid_right, r)
+            if count == 0:
+                continue
+            for e in range(lo, hi):
+                if match(left, row, grid_right, np.uint64(first + e)):
+                    g = cells[1, c, e]
+                    s = g // capacity
+                    p = g - s * capacity
+                    n_out = _emit(out, n_out, q, slot_keys[s], store_seq[s, 1, p], p)
     return n_out, seen
 
 
 @njit(inline="always")
 def _probe_right_cells(
+    candidate: Match,
     match: Match,
     right: Columns,
     row: int,
@@ -220,20 +230,25 @@ def _probe_right_cells(
     q: int,
 ) -> tuple[int, int]:
     """``_probe_left_cells`` for R tuple ``q`` against L's grid."""
-    mask = cells.shape[2] - 1
+    size = cells.shape[2]
     capacity = store_seq.shape[2]
     seen = 0
     for u in range(low, high + 2):
         c, h, n = _cell_entries(cells, cell_head, cell_count, 0, u, high, bounds, capacity)
         seen += n
-        first = c * cells.shape[2]
-        for ring in range(h, h + n):
-            e = ring & mask
-            if match(grid_left, np.uint64(first + e), right, row):
-                g = cells[0, c, e]
-                s = g // capacity
-                p = g - s * capacity
-                n_out = _emit(out, n_out, q, slot_keys[s], store_seq[s, 0, p], p)
+        first = c * size
+        for lo, hi in ((h, min(h + n, size)), (0, max(0, h + n - size))):
+            count = 0
+            for r in range(np.uint64(first + lo), np.uint64(first + hi)):
+                count += candidate(grid_left, r, right, row)
+            if count == 0:
+                continue
+            for e in range(lo, hi):
+                if match(grid_left, np.uint64(first + e), right, row):
+                    g = cells[0, c, e]
+                    s = g // capacity
+                    p = g - s * capacity
+                    n_out = _emit(out, n_out, q, slot_keys[s], store_seq[s, 0, p], p)
     return n_out, seen
 
 
@@ -350,6 +365,7 @@ def _indexed_join(
     grid_left, grid_right = grid_columns
     fill_grid_left, fill_grid_right = fill_grid
     n_out = stats[0]
+    compared = nested_groups = 0  # counted here, added to stats on return
     cap_out = out.shape[1]
     capacity = store_ts.shape[2]
     wild = cells.shape[1] - 1
@@ -401,6 +417,8 @@ def _indexed_join(
         if full or n_out + min(scan, (stop - i) * window) > cap_out:
             progress[:] = i
             stats[0] = n_out
+            stats[1] += compared
+            stats[2] += nested_groups
             return STORE_FULL if full else OUT_FULL
         if not _room(
             stored, run_cells, i, stop, cells, cell_head, cell_count, shift, this, bounds,
@@ -408,13 +426,15 @@ def _indexed_join(
         ):  # fmt: skip
             progress[:] = i
             stats[0] = n_out
+            stats[1] += compared
+            stats[2] += nested_groups
             return INDEX_FULL
         base = bases[this]
         for q in range(np.uint64(i), np.uint64(stop)):
             rows[q - i] = run_seq[q] - base
         if nested:
-            stats[2] += 1
-            stats[1] += (stop - i) * window
+            nested_groups += 1
+            compared += (stop - i) * window
             for s in range(slots):
                 head, tail = bounds[s, 2 * other], bounds[s, 2 * other + 1]
                 at = s * capacity
@@ -433,15 +453,15 @@ def _indexed_join(
                 low, high = run_cells[1, q] >> shift, run_cells[2, q] >> shift
                 if this == 0:
                     n_out, seen = _probe_left_cells(
-                        match, left, rows[q - i], grid_right, low, high, cells, cell_head,
-                        cell_count, bounds, slot_keys, store_seq, out, n_out, q,
+                        candidate, match, left, rows[q - i], grid_right, low, high, cells,
+                        cell_head, cell_count, bounds, slot_keys, store_seq, out, n_out, q,
                     )  # fmt: skip
                 else:
                     n_out, seen = _probe_right_cells(
-                        match, right, rows[q - i], grid_left, low, high, cells, cell_head,
-                        cell_count, bounds, slot_keys, store_seq, out, n_out, q,
+                        candidate, match, right, rows[q - i], grid_left, low, high, cells,
+                        cell_head, cell_count, bounds, slot_keys, store_seq, out, n_out, q,
                     )  # fmt: skip
-                stats[1] += seen
+                compared += seen
         for q in range(i, stop):  # the group's own stores: not compared with it
             s = stored[q - i]
             if s < 0:
@@ -466,6 +486,8 @@ def _indexed_join(
         i = stop
     progress[:] = n
     stats[0] = n_out
+    stats[1] += compared
+    stats[2] += nested_groups
     return DONE
 
 
