@@ -106,16 +106,17 @@ def _power_of_two(n: int) -> int:
 def _live(slab: _Slab, side: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """A side's live tuples over every key of the slab, in arrival order.
 
-    As store indices ``s * capacity + p`` and their band cells. A side's tuples arrive in
-    the order of their sequence numbers, whatever their keys.
+    As store indices ``s * capacity + p`` and their band cells. The run brings tuples in
+    ts order (by sequence number within a ts), whatever their keys, and a grid cell must
+    hold its entries in ts order for expiry to drop them from its head.
     """
     position = np.arange(slab.capacity)
     live = (position >= slab.bounds[:, 2 * side, None]) & (
         position < slab.bounds[:, 2 * side + 1, None]
     )
     entries = np.flatnonzero(live)
-    order = np.argsort(slab.seq[:, side].reshape(-1)[entries], kind="stable")
-    entries = entries[order]
+    ts, seq = (column[:, side].reshape(-1)[entries] for column in (slab.ts, slab.seq))
+    entries = entries[np.lexsort((seq, ts))]
     return entries, slab.cell[:, side].reshape(-1)[entries]
 
 
