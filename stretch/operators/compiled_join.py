@@ -26,8 +26,8 @@ Example::
     )
 
 ``band=("x", "a", 5)`` declares that every matching pair has ``|x - a| <= 5`` (the
-predicate implies it): each key's window is then indexed by a grid on ``x`` (L) and
-``a`` (R), and a tuple is compared only with the tuples of the cells within 5 of its
+predicate implies it): the windows are then indexed by a grid on ``x`` (L) and ``a``
+(R), and a tuple is compared only with the tuples of the cells within 5 of its
 value, with the predicate deciding each pair (``kernels._band_index``). The output is the
 same, row for row; without ``band`` every tuple is compared with the whole opposite
 window (the nested loop). A band looser than the predicate (``|x - a| <= 8`` here) is
