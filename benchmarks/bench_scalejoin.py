@@ -25,7 +25,7 @@ benchmarks/results/ (``scalejoin`` or ``hedge_join``). Both run the operator wit
 rows/s against WS (``--windows``) for the nested-loop and the indexed 1T, and the
 operator at each parallelism with the index off and on (JSON and a PNG of the cost
 against the window: ``{name}_index``), then the targets as whole processes on
-``--target-rows`` rows per stream at ``--ws``.
+``--target-rows`` rows per stream at ``--target-rate`` tuples/s and ``--ws``.
 """
 
 from __future__ import annotations
