@@ -155,8 +155,11 @@ class Autoscaler:
         return True
 
     def _held(self, decision: Decision, snapshot: LoadSnapshot) -> Decision:
-        """The decision after the cool-down and patience rules."""
+        """The decision after the end-of-input, cool-down and patience rules."""
         m = snapshot.parallelism
+        if not snapshot.inputs_open and decision.parallelism != m:
+            why = "every input has ended: nothing left to scale"
+            return Decision(m, "hold", f"{why}: {decision.reason}", decision.load)
         if self._cooling > 0:
             self._cooling -= 1
             self._asked_down = 0

@@ -33,6 +33,8 @@ class LoadSnapshot:
             with work (this one if it had any); None until some work was measured.
         unit: What work is counted in (``"comparisons"`` or ``"tuples"``).
         epoch: The reconfiguration epoch in force at ``time_s``; None if unknown.
+        inputs_open: Whether some input has not ended yet; once every input has, the
+            operator cannot be reconfigured (there is nothing left to scale).
         input_for_s: Seconds the operator has had input, counted from the end of the
             first sampled period in which input arrived (0 in that period); None while no
             input has arrived; infinity (the default) when not measured. A period whose
@@ -52,6 +54,7 @@ class LoadSnapshot:
     capacity: float | None = None
     unit: str = "tuples"
     epoch: int | None = None
+    inputs_open: bool = True
     input_for_s: float | None = math.inf
 
     @property

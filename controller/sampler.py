@@ -86,5 +86,6 @@ class PipelineSampler:
             capacity=self._capacity,
             unit=unit,
             epoch=counters.epoch,
+            inputs_open=counters.inputs_open,
             input_for_s=None if self._input_since is None else now_s - self._input_since,
         )

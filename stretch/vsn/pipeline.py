@@ -732,6 +732,7 @@ class Pipeline:
             window_rows=tuple(s.window_rows(self.op.ws_ms) for s in self._sources)
             if join
             else None,
+            inputs_open=any(not s.closed for s in self._sources),
         )
 
     def _comparisons(self) -> dict[int, int]:

@@ -182,6 +182,8 @@ class LoadCounters:
         backlog: Nodes in ESG_in not yet read by every instance.
         window_rows: Per source, rows within WS of its last ``ts`` (what a new tuple of
             the opposite stream meets); None unless the operator is a band join.
+        inputs_open: Whether some source's input has not yet ended in ESG_in; once every
+            input has, no reconfiguration can be made.
 
     """
 
@@ -193,3 +195,4 @@ class LoadCounters:
     rows: tuple[int, ...]
     backlog: int
     window_rows: tuple[int, ...] | None
+    inputs_open: bool = True

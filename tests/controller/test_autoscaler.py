@@ -241,3 +241,21 @@ def test_an_operator_without_input_keeps_its_parallelism_until_input_comes() -> 
         assert applied.snapshot.warming_up is None
         assert applied.snapshot.input_for_s is not None
         assert applied.snapshot.input_for_s >= applied.snapshot.period_s
+
+
+def test_no_change_is_asked_once_every_input_has_ended() -> None:
+    """A runtime refuses a reconfiguration after the end of input: the loop holds, quietly."""
+    ended = LoadSnapshot(1.0, 1.0, 2, 8, busy=(0.05, 0.05), epoch=0, inputs_open=False)
+    asked: list[int] = []
+
+    def apply(parallelism: int, reason: str) -> int:
+        asked.append(parallelism)
+        return 1
+
+    scaler = Autoscaler(PolicyConfig(), iter([ended] * 4).__next__, apply, patience=1)
+    records = [scaler.step() for _ in range(4)]
+    assert asked == []
+    for record in records:
+        assert record is not None and record.decision.kind == "hold"
+        assert record.error is None
+        assert record.decision.reason.startswith("every input has ended: nothing left to scale")

@@ -38,6 +38,7 @@ def test_capacity_outlives_a_period_without_work() -> None:
         idle = sampler.sample()
     assert worked is not None and worked.capacity is not None and worked.capacity > 0
     assert worked.unit == "comparisons" and worked.epoch == 0
+    assert not worked.inputs_open  # closed: nothing left to scale
     assert idle is not None and idle.busy == (0.0,)
     assert idle.capacity == worked.capacity
 
@@ -59,7 +60,7 @@ def test_input_for_s_counts_from_the_end_of_the_first_period_with_input() -> Non
         late = PipelineSampler(pipeline, clock=clock)
         clock.now += 0.25
         restored = late.sample()
-    assert before is not None and before.input_for_s is None
+    assert before is not None and before.input_for_s is None and before.inputs_open
     assert before.warming_up == "warming up: no input yet"
     assert first is not None and first.input_for_s == 0.0 and first.warming_up is not None
     assert second is not None and second.input_for_s == 0.5 and second.warming_up is None
