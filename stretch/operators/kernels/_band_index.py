@@ -52,6 +52,7 @@ from stretch.operators.kernels._band_join import (
     Fill,
     Match,
     _emit,
+    _group,
     _hedge_candidate,
     _hedge_match,
     _probe_left,
@@ -65,6 +66,7 @@ __all__ = [
     "NOT_FINITE",
     "band_cells",
     "grid_build",
+    "grid_slots",
     "hedge_indexed_run",
     "scalejoin_indexed_run",
 ]
@@ -107,6 +109,28 @@ def band_cells(keys: NDArray[np.float64], width: float) -> NDArray[np.int64]:
 
 
 @njit(inline="always")
+def _entry(g: int, capacity: int) -> tuple[int, int]:
+    """A cell entry ``s * capacity + p`` as its key slot s and store position p."""
+    s = g // capacity
+    return s, g - s * capacity
+
+
+@njit(inline="always")
+def _emit_entry(
+    out: NDArray[np.int64],
+    n_out: int,
+    q: int,
+    g: int,
+    side: int,
+    slot_keys: NDArray[np.int64],
+    store_seq: NDArray[np.int64],
+) -> int:
+    """``_emit`` the match of run tuple q with cell entry g of ``side``; the next n."""
+    s, p = _entry(g, store_seq.shape[2])
+    return _emit(out, n_out, q, slot_keys[s], store_seq[s, side, p], p)
+
+
+@njit(inline="always")
 def _purge(
     cells: NDArray[np.int64],
     cell_head: NDArray[np.int64],
@@ -124,9 +148,8 @@ def _purge(
     mask = cells.shape[2] - 1
     h, n = cell_head[side, c], cell_count[side, c]
     while n > 0:
-        g = cells[side, c, h]
-        s = g // capacity
-        if g - s * capacity >= bounds[s, 2 * side]:
+        s, p = _entry(cells[side, c, h], capacity)
+        if p >= bounds[s, 2 * side]:
             break
         h = (h + 1) & mask
         n -= 1
@@ -203,10 +226,7 @@ def _probe_left_cells(
                 continue
             for e in range(lo, hi):
                 if match(left, row, grid_right, np.uint64(first + e)):
-                    g = cells[1, c, e]
-                    s = g // capacity
-                    p = g - s * capacity
-                    n_out = _emit(out, n_out, q, slot_keys[s], store_seq[s, 1, p], p)
+                    n_out = _emit_entry(out, n_out, q, cells[1, c, e], 1, slot_keys, store_seq)
     return n_out, seen
 
 
@@ -245,10 +265,7 @@ def _probe_right_cells(
                 continue
             for e in range(lo, hi):
                 if match(grid_left, np.uint64(first + e), right, row):
-                    g = cells[0, c, e]
-                    s = g // capacity
-                    p = g - s * capacity
-                    n_out = _emit(out, n_out, q, slot_keys[s], store_seq[s, 0, p], p)
+                    n_out = _emit_entry(out, n_out, q, cells[0, c, e], 0, slot_keys, store_seq)
     return n_out, seen
 
 
@@ -385,16 +402,7 @@ def _indexed_join(
         this = 0 if run_source[i] == 0 else 1
         other = 1 - this
         ts = run_ts[i]
-        earliest = ((ts - ws - 1) // wa + 1) * wa  # of the join's window: WS + 1
-        stop = i + 1
-        if earliest <= ts:
-            while (
-                stop < n
-                and stop - i < GROUP
-                and run_ts[stop] == ts
-                and (run_source[stop] == 0) == (this == 0)
-            ):
-                stop += 1
+        stop, earliest = _group(run_ts, run_source, i, ws, wa)
         # Every key's window before the group (restarted, expired); safe to redo if the
         # kernel stops before the group below.
         window = 0
@@ -489,6 +497,15 @@ def _indexed_join(
     stats[1] += compared
     stats[2] += nested_groups
     return DONE
+
+
+@njit(nogil=True, cache=True)
+def grid_slots(cell: NDArray[np.int64], cells_n: int, shift: int) -> NDArray[np.int64]:
+    """The grid cell of each band cell on ``cells_n`` cells (``cells_n``: not finite)."""
+    slots = np.empty(cell.shape[0], np.int64)
+    for k in range(cell.shape[0]):
+        slots[k] = _slot(cell[k], cells_n, shift)
+    return slots
 
 
 @njit(nogil=True, cache=True)

@@ -136,6 +136,29 @@ def _emit(out: NDArray[np.int64], n_out: int, i: int, key: int, partner: int, j:
 
 
 @njit(inline="always")
+def _group(
+    run_ts: NDArray[np.int64], run_source: NDArray[np.int64], i: int, ws: int, wa: int
+) -> tuple[int, int]:
+    """Run tuple i's group and window: ``(stop, earliest)``.
+
+    The group is run tuples ``[i, stop)``: the next tuples of i's side with its ts (at
+    most ``GROUP``), which share a window (unless the window set could restart between
+    them: WA > WS + 1). ``earliest`` is where the join's window (WS + 1) of ts starts.
+    """
+    n = run_ts.shape[0]
+    ts = run_ts[i]
+    left = run_source[i] == 0
+    earliest = ((ts - ws - 1) // wa + 1) * wa
+    stop = i + 1
+    if earliest <= ts:
+        while (
+            stop < n and stop - i < GROUP and run_ts[stop] == ts and (run_source[stop] == 0) == left
+        ):
+            stop += 1
+    return stop, earliest
+
+
+@njit(inline="always")
 def _probe_left(
     candidate: Match,
     match: Match,
@@ -279,18 +302,7 @@ def _band_join(
             this = 0 if run_source[i] == 0 else 1
             other = 1 - this
             ts = run_ts[i]
-            earliest = ((ts - ws - 1) // wa + 1) * wa  # of the join's window: WS + 1
-            # A group: the next tuples of this side with this ts, which share a window
-            # (unless the window set could restart between them: WA > WS + 1).
-            stop = i + 1
-            if earliest <= ts:
-                while (
-                    stop < n
-                    and stop - i < GROUP
-                    and run_ts[stop] == ts
-                    and (run_source[stop] == 0) == (this == 0)
-                ):
-                    stop += 1
+            stop, earliest = _group(run_ts, run_source, i, ws, wa)
             head, tail = bounds[s, 2 * other], bounds[s, 2 * other + 1]
             room = capacity - bounds[s, 2 * this + 1]
             if n_out + (stop - i) * (tail - head) > cap_out or room < stop - i:

@@ -24,6 +24,7 @@ from stretch.operators.kernels._band_index import (
     NOT_FINITE,
     band_cells,
     grid_build,
+    grid_slots,
 )
 from stretch.operators.kernels._band_join import DONE, LAST, NEVER, OUT_FULL, STORE_FULL
 from stretch.vsn._compiled._runs import audit_groups, data_nodes, owned_groups
@@ -137,7 +138,10 @@ class _Grid:
         wanted = 2 * occupied if occupied else stored // CELL_FILL
         cells_n = min(MAX_CELLS, _power_of_two(max(1, wanted)))
         while True:
-            slots = (self._slots(live[0][1], cells_n), self._slots(live[1][1], cells_n))
+            slots = (
+                grid_slots(live[0][1], cells_n, self.shift),
+                grid_slots(live[1][1], cells_n, self.shift),
+            )
             most = max((int(np.bincount(c).max()) for c in slots if c.size), default=0)
             room = _power_of_two(max(8, most + most // 2, most + extra))
             if cells_n == 1 or (cells_n + 1) * room <= budget:
@@ -155,11 +159,6 @@ class _Grid:
             tuple(zip(self.columns[side], slab.columns[side], strict=True)) for side in (0, 1)
         )
         grid_build((live[0][0], live[1][0]), slots, self.cells, self.count, left, right)
-
-    def _slots(self, cell: NDArray[np.int64], cells_n: int) -> NDArray[np.int64]:
-        """The grid cell of each band cell on ``cells_n`` cells (the last: not finite)."""
-        hashed = (cell >> self.shift) & (cells_n - 1)
-        return np.where(cell == NOT_FINITE, cells_n, hashed)
 
     @property
     def nbytes(self) -> int:
