@@ -25,6 +25,7 @@ from stretch.model.schema import Schema
 from stretch.model.sn import run_sn
 from stretch.operators import joins
 from stretch.operators.catalog import SCALEJOIN_L, SCALEJOIN_R, TRADES, build
+from stretch.operators.kernels._band_join import order_matches
 from stretch.vsn import run_vsn
 from stretch.vsn._compiled import band_join as compiled_band_join
 from stretch.vsn._compiled.band_join import BandJoinKernel
@@ -121,8 +122,18 @@ def test_small_stores_and_grids_rebuild(
     assert out.equals(run_sn(op, tables))
 
 
+def grids(pipeline: stretch.Pipeline) -> list[bool]:
+    """Whether each instance's slab keeps a grid (else the nested loop joins it)."""
+    kernel = pipeline._pool.compiled
+    assert isinstance(kernel, BandJoinKernel)
+    return [slab.grid is not None for slab in kernel.slabs.values()]
+
+
 def test_one_cell_runs_the_nested_loop_with_the_same_output() -> None:
-    """Every x equal: the cells hold the whole window, so groups take the nested loop."""
+    """Every x equal: the cells hold the whole window, so groups take the nested loop.
+
+    A rebuild then drops the grid, and the nested kernel alone joins from then on.
+    """
     n = 400
     ts = list(range(n))
     left = SCALEJOIN_L.table(ts, [(5, float(i % 30)) for i in ts])
@@ -132,6 +143,50 @@ def test_one_cell_runs_the_nested_loop_with_the_same_output() -> None:
     assert out.equals(run_sn(op, [left, right]))
     assert out.num_rows > n
     assert nested_groups(pipeline) > 0
+    assert grids(pipeline) == [False, False]
+
+
+def test_a_dropped_grid_comes_back_when_the_data_spreads() -> None:
+    """One cell for a while (the grid is dropped), then spread keys: a grid again.
+
+    A rebuild (a compaction, the switch) takes the index up again; the output stays
+    run_sn's throughout.
+    """
+    rng = np.random.default_rng(3)
+    n = 3000
+    ts = list(range(n))
+    xs = np.where(np.arange(n) < n // 3, 5, rng.integers(0, 100_000, n))
+    left = SCALEJOIN_L.table(ts, [(int(x), float(i % 30)) for i, x in enumerate(xs)])
+    right = SCALEJOIN_R.table(ts, [(int(x) + 3, 1.0, 0.0, True) for x in xs[::-1]][::-1])
+    op = build("scalejoin", {"ws": 40, "keys": 2})
+    head = [left.slice(0, n // 3), right.slice(0, n // 3)]
+    out, pipeline = run_schedule(op, head, 1, 2, [])
+    assert out.equals(run_sn(op, head))
+    assert grids(pipeline) == [False]
+    out, pipeline = run_schedule(op, [left, right], 1, 2, [(n // 2, 2, None)])
+    assert out.equals(run_sn(op, [left, right]))
+    assert grids(pipeline) == [True, True]
+
+
+@st.composite
+def kernel_matches(draw: st.DrawFn) -> tuple[np.ndarray, int]:
+    """Matches (tuple, key, partner, stored position) in any order; some tuples with many."""
+    n = draw(st.integers(1, 6))
+    pairs = draw(st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, 4), st.integers(0, 60))))
+    rows = [(t, k, 1000 * t + 10 * k + p, p) for t, k, p in draw(st.permutations(sorted(pairs)))]
+    return np.array(rows, dtype=np.int64).reshape(-1, 4).T.copy(), n
+
+
+@settings(max_examples=60, deadline=None)
+@given(found=kernel_matches())
+def test_order_matches_sorts_and_numbers_like_a_lexsort(found: tuple[np.ndarray, int]) -> None:
+    matches, n = found
+    order = np.lexsort((matches[3], matches[1], matches[0]))
+    expected = matches[:, order].copy()
+    for a in range(expected.shape[1]):  # the rank within (tuple, key)
+        same = a > 0 and tuple(expected[:2, a]) == tuple(expected[:2, a - 1])
+        expected[3, a] = expected[3, a - 1] + 1 if same else 0
+    assert np.array_equal(order_matches(matches, n), expected)
 
 
 def test_spread_keys_take_the_index_and_compare_less() -> None:

@@ -207,11 +207,13 @@ def test_full_store_stops_the_kernel_and_grows() -> None:
     reserve = compiled_band_join._Slab.reserve
     skipped: list[int] = []
 
-    def reserve_late(slab: compiled_band_join._Slab, extra: int) -> compiled_band_join._Slab:
+    def reserve_late(
+        slab: compiled_band_join._Slab, extra: int, keep: bool | None = None
+    ) -> compiled_band_join._Slab:
         if len(skipped) < len(statuses) + 1 and extra < 2 * (len(ts) // 3 + 2):
             skipped.append(extra)  # the run's first reservation: none
             return slab
-        return reserve(slab, extra)
+        return reserve(slab, extra, keep)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(compiled_band_join, "MIN_CAPACITY", 1)

@@ -29,10 +29,13 @@ band's business; the predicate decides.
 When the cells a group of probes would scan hold more than a quarter of the window
 (every key in one cell, a wide band), or the window is short, the group runs the nested
 loop of ``_band_join`` over each key's store instead (its vectorized count then scan),
-so skewed data costs what the nested loop costs, never more. A cell without room (after
-dropping its expired head) stops the kernel before the tuple (``INDEX_FULL``); the
-caller rebuilds the grid with more room (``grid_build``), choosing ``C`` and the cells'
-capacity so the grid stays within a bound of the stores' size.
+so skewed data costs what the nested loop costs. A cell without room (after dropping its
+expired head) stops the kernel before the tuple (``INDEX_FULL``); the caller rebuilds
+the grid with more room (``grid_build``), choosing ``C`` and the cells' capacity so the
+grid stays within a bound of the stores' size. When a rebuild finds one cell holding
+most of the window, the caller drops the grid and joins with ``_band_join``'s kernel
+alone (no grid upkeep: never slower than the nested loop), noting the stored tuples'
+cells (``store_cells``) so that a later rebuild can take the index up again.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ __all__ = [
     "grid_slots",
     "hedge_indexed_run",
     "scalejoin_indexed_run",
+    "store_cells",
 ]
 
 INDEX_FULL = 3
@@ -85,6 +89,7 @@ LARGEST_CELL = 2.0**61
 """Keys beyond this many widths from 0 count as not finite (cell numbers stay int64)."""
 
 
+@njit(nogil=True, cache=True)
 def band_cells(keys: NDArray[np.float64], width: float) -> NDArray[np.int64]:
     """Each key's cell and the first and last cells its probe reads, as rows (3, n).
 
@@ -93,18 +98,17 @@ def band_cells(keys: NDArray[np.float64], width: float) -> NDArray[np.int64]:
     rounding hides a match (a fourth cell when the range ends on a cell's edge). A key
     that is not finite has the cell ``NOT_FINITE`` and an empty range (low > high).
     """
-    with np.errstate(all="ignore"):
-        scaled = keys / width
-        finite = np.isfinite(scaled) & (np.abs(scaled) <= LARGEST_CELL)
-        low = (keys - width) / width
-        high = (keys + width) / width
-        low = np.floor(low - (np.abs(low) * MARGIN + MARGIN))
-        high = np.floor(high + (np.abs(high) * MARGIN + MARGIN))
     cells = np.empty((3, keys.shape[0]), dtype=np.int64)
-    cells[0] = np.where(finite, np.floor(np.where(finite, scaled, 0.0)), 0.0)
-    cells[1] = np.where(finite, low, 1.0)
-    cells[2] = np.where(finite, high, 0.0)
-    cells[0, ~finite] = NOT_FINITE
+    for k in range(keys.shape[0]):
+        scaled = keys[k] / width
+        if np.isfinite(scaled) and abs(scaled) <= LARGEST_CELL:
+            low = (keys[k] - width) / width
+            high = (keys[k] + width) / width
+            cells[0, k] = np.int64(np.floor(scaled))
+            cells[1, k] = np.int64(np.floor(low - (abs(low) * MARGIN + MARGIN)))
+            cells[2, k] = np.int64(np.floor(high + (abs(high) * MARGIN + MARGIN)))
+        else:
+            cells[0, k], cells[1, k], cells[2, k] = NOT_FINITE, 1, 0
     return cells
 
 
@@ -534,6 +538,40 @@ def grid_build(
                 _store_row(copy_left, c * width + e, entries[side][k])
             else:
                 _store_row(copy_right, c * width + e, entries[side][k])
+
+
+@njit(nogil=True, cache=True)
+def store_cells(
+    slot_keys: NDArray[np.int64],
+    keys: int,
+    run_source: NDArray[np.int64],
+    run_seq: NDArray[np.int64],
+    run_cells: NDArray[np.int64],
+    before: NDArray[np.int64],
+    after: NDArray[np.int64],
+    tails: NDArray[np.int64],
+    store_cell: NDArray[np.int64],
+) -> None:
+    """Write the band cells of the tuples a call of the nested kernel stored.
+
+    Slot s went from run tuple ``before[s]`` to ``after[s]`` (its ``progress``), storing
+    in run order each tuple of its key (``seq % keys``) at its side's tail, the tails
+    being ``tails[s]`` (L, R) before the call; ``run_cells[0]`` holds each run tuple's
+    cell. The grid rebuilt over the stores later (``grid_build``) reads them.
+    """
+    slots = slot_keys.shape[0]
+    if slots == 0:
+        return
+    key_slot = np.full(keys, -1, np.int64)
+    for s in range(slots):
+        key_slot[slot_keys[s]] = s
+    at = tails.copy()
+    for q in range(before.min(), after.max()):
+        s = key_slot[run_seq[q] % keys]
+        if s >= 0 and before[s] <= q < after[s]:
+            side = 0 if run_source[q] == 0 else 1
+            store_cell[s, side, at[s, side]] = run_cells[0, q]
+            at[s, side] += 1
 
 
 @njit(nogil=True, cache=True)

@@ -5,7 +5,8 @@ a tuple when its sequence number in its stream is ``seq % K == k``, and, when a
 tuple arrives, purges the opposite side's tuples older than ``t.ts - WS`` and compares
 the rest. One call handles every key an instance owns (key by key, so a key's stores
 stay in cache over the run), releasing the GIL once per run rather than once per key;
-the caller puts the matches in the reference order (tuple, key, stored order).
+the caller puts the matches in the reference order (tuple, key, stored order) with
+``order_matches``.
 
 Each key's window keeps, per side, the columns the predicate reads in contiguous arrays
 of its own (a copy made when the key stores a tuple, dropped when the caller compacts
@@ -48,7 +49,7 @@ import numpy as np
 from numba import literal_unroll, njit
 from numpy.typing import NDArray
 
-__all__ = ["DONE", "OUT_FULL", "STORE_FULL", "hedge_run", "scalejoin_run"]
+__all__ = ["DONE", "OUT_FULL", "STORE_FULL", "hedge_run", "order_matches", "scalejoin_run"]
 
 Columns = tuple[NDArray[Any], ...]
 """The columns a predicate reads of one side."""
@@ -445,3 +446,56 @@ def hedge_run(
         out,
         stats,
     )
+
+
+SORT_AT = 32
+"""A tuple with more matches than this sorts them with ``argsort``, not by insertion."""
+
+
+@njit(nogil=True, cache=True)
+def order_matches(matches: NDArray[np.int64], n: int) -> NDArray[np.int64]:
+    """The matches in the reference's order, each numbered within its tuple and key.
+
+    ``matches`` holds a kernel's matches as columns (tuple index in ``[0, n)``, key,
+    partner seq, the partner's stored position or rank), in any order of tuples. Returns
+    them ordered by tuple index (a counting sort, stable), then by key and stored
+    position (by insertion, linear when already in order: the nested loop writes a
+    tuple's matches key by key in stored order; ``argsort`` for a tuple with many), the
+    fourth row replaced by the match's rank among its tuple's matches of that key.
+    """
+    m = matches.shape[1]
+    start = np.zeros(n + 1, np.int64)
+    for k in range(m):
+        start[matches[0, k] + 1] += 1
+    for i in range(n):
+        start[i + 1] += start[i]
+    ordered = np.empty_like(matches)
+    at = start[:n].copy()
+    for k in range(m):
+        t = at[matches[0, k]]
+        at[matches[0, k]] = t + 1
+        for r in range(4):
+            ordered[r, t] = matches[r, k]
+    for i in range(n):
+        lo, hi = start[i], start[i + 1]
+        if hi - lo > SORT_AT:
+            most = ordered[3, lo:hi].max() + 1
+            order = np.argsort(ordered[1, lo:hi] * most + ordered[3, lo:hi]) + lo
+            ordered[1:, lo:hi] = ordered[1:, order]
+        else:
+            for a in range(lo + 1, hi):
+                key, partner, position = ordered[1, a], ordered[2, a], ordered[3, a]
+                b = a
+                while b > lo and (
+                    ordered[1, b - 1] > key
+                    or (ordered[1, b - 1] == key and ordered[3, b - 1] > position)
+                ):
+                    ordered[1, b], ordered[2, b], ordered[3, b] = (
+                        ordered[1, b - 1], ordered[2, b - 1], ordered[3, b - 1],
+                    )  # fmt: skip
+                    b -= 1
+                ordered[1, b], ordered[2, b], ordered[3, b] = key, partner, position
+        for a in range(lo, hi):
+            first = a == lo or ordered[1, a] != ordered[1, a - 1]
+            ordered[3, a] = 0 if first else ordered[3, a - 1] + 1
+    return ordered

@@ -9,7 +9,7 @@ compiled predicate and which columns.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -25,8 +25,16 @@ from stretch.operators.kernels._band_index import (
     band_cells,
     grid_build,
     grid_slots,
+    store_cells,
 )
-from stretch.operators.kernels._band_join import DONE, LAST, NEVER, OUT_FULL, STORE_FULL
+from stretch.operators.kernels._band_join import (
+    DONE,
+    LAST,
+    NEVER,
+    OUT_FULL,
+    STORE_FULL,
+    order_matches,
+)
 from stretch.vsn._compiled._runs import audit_groups, data_nodes, owned_groups
 from stretch.vsn._ingest import SourceRows, SourceStore, column_dtype
 from stretch.vsn._instance import ReadyNodes, VSNInstance
@@ -72,31 +80,72 @@ the nested loop: a vector block or so, which its count reads about as fast as a 
 visits its cells."""
 MAX_SHIFT = 20
 """The widest grid cell: 2**MAX_SHIFT band widths."""
+HOT_SHARE = 0.75
+"""A grid is not kept while one cell holds this share of the slab's live tuples."""
 
 
-def _shift(cells: tuple[NDArray[np.int64], NDArray[np.int64]]) -> tuple[int, int]:
+class _Census(NamedTuple):
+    """A slab's live tuples by band cell.
+
+    Per side its distinct finite cells (sorted) and the tuples each holds; the tuples
+    whose key is not finite, and all of them.
+    """
+
+    cells: tuple[NDArray[np.int64], ...]
+    counts: tuple[NDArray[np.int64], ...]
+    wild: int
+    total: int
+
+    @classmethod
+    def of(cls, live: tuple[NDArray[np.int64], NDArray[np.int64]]) -> _Census:
+        """The census of each side's live band cells (``_live``)."""
+        finite = [side[side != NOT_FINITE] for side in live]
+        found = [np.unique(side, return_counts=True) for side in finite]
+        total = sum(side.size for side in live)
+        wild = total - sum(side.size for side in finite)
+        return cls(tuple(f[0] for f in found), tuple(f[1] for f in found), wild, total)
+
+
+def _shift(census: _Census) -> tuple[int, int]:
     """How many times to double the grid cells' width over the band's.
 
-    ``cells`` holds each side's live band cells. Returns the least shift at which the
-    occupied cells hold ``CELL_TARGET`` live tuples on average, and the most cells a side
-    occupies then (0 if nothing is stored).
+    Returns the least shift at which the occupied cells hold ``CELL_TARGET`` live
+    tuples on average, and the most cells a side occupies then (0 if nothing is stored).
 
     A probe reads the cells within a band of its key; on a grid of cells of the band's
     width that is three cells, each holding few tuples when the data is sparse, so the
     cost is in visiting cells rather than comparing. Wider cells mean fewer visits for
     a few more comparisons (at most two cells wider than the band).
     """
-    finite = [side[side != NOT_FINITE] for side in cells]
-    values = np.concatenate(finite)
-    if values.size == 0:
+    finite = census.total - census.wild
+    if finite == 0:
         return 0, 0
-    owner = np.repeat(np.arange(2), [side.size for side in finite])
     for shift in range(MAX_SHIFT + 1):
-        # (side, cell) as one int64; a collision only makes the estimate lower
-        pairs = np.unique((owner << 44) ^ ((values >> shift) & ((1 << 44) - 1)))
-        if values.size >= CELL_TARGET * pairs.size or shift == MAX_SHIFT:
-            return shift, int(np.bincount(pairs >> 44).max())
+        # a sorted array stays sorted when shifted: count where it steps
+        occupied = [
+            int(np.count_nonzero(np.diff(cells >> shift))) + (cells.size > 0)
+            for cells in census.cells
+        ]
+        if finite >= CELL_TARGET * sum(occupied) or shift == MAX_SHIFT:
+            return shift, max(occupied)
     raise AssertionError  # the loop returns at MAX_SHIFT
+
+
+def _worth_keeping(census: _Census) -> bool:
+    """Whether a grid over the slab's live tuples would serve the probes.
+
+    Not when one band cell (or the wild cell, which every probe reads) holds
+    ``HOT_SHARE`` of the live tuples of both sides (every ``x`` equal, say): the probes
+    of that cell, most of them, would read most of the window however the grid's cells
+    are drawn, and run the nested loop; keeping the grid would only add its upkeep. A
+    window of at most ``SMALL_WINDOW`` tuples keeps its grid: too few to tell.
+    """
+    if census.total == 0 or census.total <= SMALL_WINDOW:
+        return True
+    cells, at = np.unique(np.concatenate(census.cells), return_inverse=True)
+    tuples = np.bincount(at, weights=np.concatenate(census.counts), minlength=cells.size)
+    hot = max(census.wild, int(tuples.max(initial=0)))
+    return hot < HOT_SHARE * census.total
 
 
 def _power_of_two(n: int) -> int:
@@ -104,21 +153,23 @@ def _power_of_two(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
 
 
-def _live(slab: _Slab, side: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """A side's live tuples over every key of the slab, in arrival order.
-
-    As store indices ``s * capacity + p`` and their band cells. The run brings tuples in
-    ts order (by sequence number within a ts), whatever their keys, and a grid cell must
-    hold its entries in ts order for expiry to drop them from its head.
-    """
+def _live(slab: _Slab, side: int) -> NDArray[np.int64]:
+    """A side's live tuples over every key of the slab, as store indices ``s * capacity + p``."""
     position = np.arange(slab.capacity)
     live = (position >= slab.bounds[:, 2 * side, None]) & (
         position < slab.bounds[:, 2 * side + 1, None]
     )
-    entries = np.flatnonzero(live)
+    return np.flatnonzero(live)
+
+
+def _arrival(slab: _Slab, side: int, entries: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Store indices of a side in arrival order: by ts, then sequence number.
+
+    The run brings tuples in that order, whatever their keys, and a grid cell must hold
+    its entries in ts order for expiry to drop them from its head.
+    """
     ts, seq = (column[:, side].reshape(-1)[entries] for column in (slab.ts, slab.seq))
-    entries = entries[np.lexsort((seq, ts))]
-    return entries, slab.cell[:, side].reshape(-1)[entries]
+    return entries[np.lexsort((seq, ts))]
 
 
 class _Grid:
@@ -126,12 +177,20 @@ class _Grid:
 
     ``cells[side, c]`` holds the store indices of the tuples of cell c (the last cell:
     keys that are not finite) in arrival order, from ``head[side, c]``, ``count[side, c]``
-    of them; see ``stretch.operators.kernels._band_index``.
+    of them; see ``stretch.operators.kernels._band_index``. Built over ``live``, each
+    side's live tuples (``_live``), on cells ``2**shift`` band cells wide, the most of
+    them a side occupies being ``occupied`` (``_shift``).
     """
 
-    def __init__(self, slab: _Slab, extra: int) -> None:
-        live = (_live(slab, 0), _live(slab, 1))
-        self.shift, occupied = _shift((live[0][1], live[1][1]))
+    def __init__(
+        self,
+        slab: _Slab,
+        extra: int,
+        live: tuple[tuple[NDArray[np.int64], NDArray[np.int64]], ...],
+        shift: int,
+        occupied: int,
+    ) -> None:
+        self.shift = shift
         stored = slab.capacity * len(slab.slot_keys)
         budget = GRID_BUDGET * stored + GRID_SLACK
         # As many cells as a side has occupied ones (or its capacity suggests, empty).
@@ -196,12 +255,30 @@ class _Slab:
         # The band's cell of each stored tuple, and the grid over them (an indexed join).
         self.cell = np.empty((len(slot_keys), 2, capacity if band else 0), dtype=np.int64)
         self.grid: _Grid | None = None
+        self.undecided = False
         self.regrid(0)
 
-    def regrid(self, extra: int) -> None:
-        """Rebuild the grid from the stores, with room for ``extra`` more tuples a cell."""
-        if self.band is not None:
-            self.grid = _Grid(self, extra)
+    def regrid(self, extra: int, keep: bool | None = None) -> None:
+        """Rebuild the grid from the stores, with room for ``extra`` more tuples a cell.
+
+        Or drop it: ``keep`` None decides by ``_worth_keeping``; ``False`` (a compaction
+        in a run the nested loop joins) drops it and leaves the choice to the next run
+        (``undecided``). A slab with a band and no grid is joined by the nested loop.
+        """
+        if self.band is None:
+            return
+        self.undecided = keep is False
+        entries = (_live(self, 0), _live(self, 1))
+        census = _Census.of((self._cells(0, entries[0]), self._cells(1, entries[1])))
+        self.grid = None
+        if _worth_keeping(census) if keep is None else keep:
+            ordered = (_arrival(self, 0, entries[0]), _arrival(self, 1, entries[1]))
+            live = tuple((e, self._cells(side, e)) for side, e in enumerate(ordered))
+            self.grid = _Grid(self, extra, live, *_shift(census))
+
+    def _cells(self, side: int, entries: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The band cells of a side's stored tuples, given as store indices."""
+        return self.cell[:, side].reshape(-1)[entries]
 
     @property
     def nbytes(self) -> int:
@@ -217,11 +294,13 @@ class _Slab:
         where: dict[int, tuple[_Slab, int]],
         extra: int,
         band: Band | None,
+        keep: bool | None = None,
     ) -> _Slab:
         """A slab for ``slot_keys`` with room for ``extra`` more tuples per key and side.
 
         Each key's live tuples and last ts come from ``where[key]`` (a slab and slot),
-        compacted to the start of its new slot; keys not in ``where`` start empty.
+        compacted to the start of its new slot; keys not in ``where`` start empty. Its
+        grid as ``regrid(0, keep)`` builds it.
         """
         sizes = [
             int(old.bounds[o, 2 * side + 1] - old.bounds[o, 2 * side])
@@ -249,25 +328,21 @@ class _Slab:
                 for to, of in zip(new.columns[side], old.columns[side], strict=True):
                     to[at : at + live] = of[was + head : was + tail]
                 new.bounds[s, 2 * side + 1] = live
-        new.regrid(0)
+        new.regrid(0, keep)
         return new
 
-    def reserve(self, extra: int) -> _Slab:
-        """Itself if every store has room for ``extra`` more tuples, else a compacted copy."""
+    def reserve(self, extra: int, keep: bool | None = None) -> _Slab:
+        """Itself if every store has room for ``extra`` more tuples, else a compacted copy.
+
+        ``keep`` as ``regrid``'s; with None an undecided slab decides now.
+        """
         tails = self.bounds[:, [1, 3]]
         if tails.size == 0 or int(tails.max()) + extra <= self.capacity:
+            if keep is None and self.undecided:
+                self.regrid(0)
             return self
         mine = {key: (self, s) for s, key in enumerate(self.slot_keys.tolist())}
-        return _Slab.gather(self.slot_keys, self.dtypes, mine, extra, self.band)
-
-
-def _ranks(index: NDArray[np.int64], key: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Each match's rank among the matches of its (tuple, key), given sorted by them."""
-    n = index.shape[0]
-    starts = np.ones(n, dtype=bool)
-    starts[1:] = (index[1:] != index[:-1]) | (key[1:] != key[:-1])
-    first = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
-    return np.arange(n, dtype=np.int64) - first
+        return _Slab.gather(self.slot_keys, self.dtypes, mine, extra, self.band, keep)
 
 
 class BandJoinKernel:
@@ -337,6 +412,13 @@ class BandJoinKernel:
         found: list[NDArray[np.int64]] = []
         status = OUT_FULL
         room = 8
+        # The index serves the run if the slab keeps a grid as it starts; a rebuild may
+        # drop the grid during the run (the nested loop then goes on from where the
+        # indexed kernel stopped), but not start one: the nested loop walks key by key.
+        indexed = slab.grid is not None
+        # Where the nested loop started storing (progress, tails): its stored tuples get
+        # their cells (for a later grid) before the slab is compacted or the run ends.
+        unnoted: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
         while status != DONE:
             fill = (
                 tuple(zip(slab.columns[0], reads[0], strict=True)),
@@ -344,15 +426,24 @@ class BandJoinKernel:
             )
             # The band: the join's O+ window is one tick longer than WS.
             window = (self.keys, self.op.ws_ms - 1, self.op.wa_ms, progress, ts, source, seq)
-            if run_cells is None:
+            indexed = indexed and slab.grid is not None
+            if not indexed:
+                if run_cells is not None and unnoted is None:
+                    unnoted = (progress.copy(), slab.bounds[:, [1, 3]].copy())
                 status = self.join.run(
                     slab.slot_keys, *window, slab.ts, slab.seq, slab.bounds,
                     slab.columns[0], slab.columns[1], *fill, reads[0], reads[1], bases,
                     out, stats,
                 )  # fmt: skip
+                if run_cells is not None and unnoted is not None and status in (STORE_FULL, DONE):
+                    before, tails = unnoted
+                    store_cells(
+                        slab.slot_keys, self.keys, source, seq, run_cells, before, progress,
+                        tails, slab.cell,
+                    )  # fmt: skip
+                    unnoted = None
             else:
                 assert self.join.indexed is not None and slab.grid is not None
-                assert self.band is not None
                 grid = slab.grid
                 status = self.join.indexed(
                     slab.slot_keys, *window, run_cells, slab.ts, slab.seq, slab.cell,
@@ -364,11 +455,13 @@ class BandJoinKernel:
                 )  # fmt: skip
             if stats[0]:
                 found.append(out[:, : stats[0]].copy())
-            elif status == OUT_FULL:
+            if status == OUT_FULL and stats[0] < out.shape[1] // 2:
+                # The kernel stops when a group's matches might not fit (at most the
+                # window's size each): grow the buffer instead of calling it per window.
                 out = np.empty((4, 2 * out.shape[1]), dtype=np.int64)
             if status == STORE_FULL:
                 extra = 2 * extra
-                slab = self.slabs[instance.j] = slab.reserve(extra)
+                slab = self.slabs[instance.j] = slab.reserve(extra, None if indexed else False)
             elif status == INDEX_FULL:
                 slab.regrid(room)
                 room = 2 * room
@@ -376,11 +469,7 @@ class BandJoinKernel:
         self.comparisons[instance.j] = self.comparisons.get(instance.j, 0) + int(stats[1])
         self.nested_groups[instance.j] = self.nested_groups.get(instance.j, 0) + int(stats[2])
         if found:
-            matches = np.concatenate(found, axis=1)
-            order = np.lexsort((matches[3], matches[1], matches[0]))
-            matches = matches[:, order]
-            if run_cells is not None:  # the indexed kernel gives store positions: rank them
-                matches[3] = _ranks(matches[0], matches[1])
+            matches = order_matches(np.concatenate(found, axis=1), n)
             self._emit(instance, held, ts, source, seq, matches)
         return n
 
