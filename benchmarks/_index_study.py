@@ -99,10 +99,11 @@ def sweep(
 
 
 def skew(tables: list[pa.Table], ws: int, keys: int, runs: int) -> dict[str, Any]:
-    """ScaleJoin with every ``x`` and ``a`` equal: one grid cell holds each whole window.
+    """ScaleJoin with every ``x`` and ``a`` equal: one band cell holds each whole window.
 
-    Every probe's cells then hold its window, so the kernel runs the nested loop (the
-    index must cost no more than that); P1 with the index on and off, medians.
+    Every probe's cells then hold its window: the slab drops its grid and the nested
+    kernel joins it (the index must cost no more than ``index=off``); P1 with the index on
+    and off, medians.
     """
     left, right = tables
     left = left.set_column(1, "x", pa.array([5] * left.num_rows, pa.int64()))

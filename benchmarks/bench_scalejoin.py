@@ -289,8 +289,9 @@ def index_study(args: argparse.Namespace) -> None:
         rates = {case: f"{v['rows_per_s']:,.0f}" for case, v in found["median"].items()}
         print(f"{args.operator} ws={ws}: same rows {found['same_rows']}; rows/s {rates}")
     if args.operator == "scalejoin":
+        # short runs (about 0.6 s each at the defaults): at least 5 of each
         result["skew"] = _index_study.skew(
-            make(args.rows // 4, args.rate, 3), 1000, args.keys, args.runs
+            make(args.rows, args.rate, 3), 1000, args.keys, max(args.runs, 5)
         )
         write(name, result)
         skewed = result["skew"]
