@@ -9,6 +9,7 @@ compiled predicate and which columns.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -33,6 +34,8 @@ from stretch.operators.kernels._band_join import (
     NEVER,
     OUT_FULL,
     STORE_FULL,
+    Columns,
+    Fill,
     order_matches,
 )
 from stretch.vsn._compiled._runs import audit_groups, data_nodes, owned_groups
@@ -345,6 +348,32 @@ class _Slab:
         return _Slab.gather(self.slot_keys, self.dtypes, mine, extra, self.band, keep)
 
 
+@dataclass
+class _Run:
+    """A run's arguments to the kernels (``BandJoinKernel.process``) and their progress.
+
+    Attributes:
+        window: Keys, the band (WS), WA, each slot's progress and the run's ts, source
+            and seq: the kernels' arguments in that order.
+        reads: The input columns the predicate reads, of L and of R.
+        bases: The sequence number of each side's first held row.
+        cells: Each run tuple's band cells (``band_cells``), for a join with a band.
+        out: The kernels' match buffer.
+        stats: Matches in ``out``, comparisons made, groups run nested.
+        unnoted: Where the nested kernel started storing tuples whose cells are not
+            noted yet (each slot's progress and tails), or None.
+
+    """
+
+    window: tuple[Any, ...]
+    reads: tuple[Columns, ...]
+    bases: NDArray[np.int64]
+    cells: NDArray[np.int64] | None
+    out: NDArray[np.int64]
+    stats: NDArray[np.int64]
+    unnoted: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
+
+
 class BandJoinKernel:
     """Operator 10 with a catalog predicate: an instance's keys in one kernel call per run."""
 
@@ -401,14 +430,16 @@ class BandJoinKernel:
         slab = self.slabs[instance.j] = slab.reserve(extra)
         audit_groups(instance, self.groups[owned])
         held = tuple(store.rows() for store in instance.shared.sources)
-        reads = tuple(
-            tuple(held[side].column(name) for name in self.join.reads[side]) for side in (0, 1)
-        )
-        bases = np.array([held[0].base, held[1].base], dtype=np.int64)
-        run_cells = None if self.band is None else self._run_cells(held, source, seq)
-        out = np.empty((4, 1024), dtype=np.int64)
-        stats = np.zeros(3, dtype=np.int64)  # matches in out, comparisons, nested groups
-        progress = np.zeros(len(owned), dtype=np.int64)
+        run = _Run(
+            # The band: the join's O+ window is one tick longer than WS.
+            (self.keys, self.op.ws_ms - 1, self.op.wa_ms, np.zeros(len(owned), np.int64), ts,
+             source, seq),
+            tuple(tuple(held[side].column(c) for c in self.join.reads[side]) for side in (0, 1)),
+            np.array([held[0].base, held[1].base], dtype=np.int64),
+            None if self.band is None else self._run_cells(held, source, seq),
+            np.empty((4, 1024), dtype=np.int64),
+            np.zeros(3, dtype=np.int64),  # matches in out, comparisons, nested groups
+        )  # fmt: skip
         found: list[NDArray[np.int64]] = []
         status = OUT_FULL
         room = 8
@@ -416,62 +447,69 @@ class BandJoinKernel:
         # drop the grid during the run (the nested loop then goes on from where the
         # indexed kernel stopped), but not start one: the nested loop walks key by key.
         indexed = slab.grid is not None
-        # Where the nested loop started storing (progress, tails): its stored tuples get
-        # their cells (for a later grid) before the slab is compacted or the run ends.
-        unnoted: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
         while status != DONE:
-            fill = (
-                tuple(zip(slab.columns[0], reads[0], strict=True)),
-                tuple(zip(slab.columns[1], reads[1], strict=True)),
-            )
-            # The band: the join's O+ window is one tick longer than WS.
-            window = (self.keys, self.op.ws_ms - 1, self.op.wa_ms, progress, ts, source, seq)
             indexed = indexed and slab.grid is not None
-            if not indexed:
-                if run_cells is not None and unnoted is None:
-                    unnoted = (progress.copy(), slab.bounds[:, [1, 3]].copy())
-                status = self.join.run(
-                    slab.slot_keys, *window, slab.ts, slab.seq, slab.bounds,
-                    slab.columns[0], slab.columns[1], *fill, reads[0], reads[1], bases,
-                    out, stats,
-                )  # fmt: skip
-                if run_cells is not None and unnoted is not None and status in (STORE_FULL, DONE):
-                    before, tails = unnoted
-                    store_cells(
-                        slab.slot_keys, self.keys, source, seq, run_cells, before, progress,
-                        tails, slab.cell,
-                    )  # fmt: skip
-                    unnoted = None
-            else:
-                assert self.join.indexed is not None and slab.grid is not None
-                grid = slab.grid
-                status = self.join.indexed(
-                    slab.slot_keys, *window, run_cells, slab.ts, slab.seq, slab.cell,
-                    slab.bounds, slab.columns[0], slab.columns[1], *fill, reads[0], reads[1],
-                    bases, grid.cells, grid.head, grid.count, grid.shift, SMALL_WINDOW,
-                    *grid.columns,
-                    tuple(zip(grid.columns[0], reads[0], strict=True)),
-                    tuple(zip(grid.columns[1], reads[1], strict=True)), out, stats,
-                )  # fmt: skip
-            if stats[0]:
-                found.append(out[:, : stats[0]].copy())
-            if status == OUT_FULL and stats[0] < out.shape[1] // 2:
+            status = self._indexed(slab, run) if indexed else self._nested(slab, run)
+            if run.stats[0]:
+                found.append(run.out[:, : run.stats[0]].copy())
+            if status == OUT_FULL and run.stats[0] < run.out.shape[1] // 2:
                 # The kernel stops when a group's matches might not fit (at most the
                 # window's size each): grow the buffer instead of calling it per window.
-                out = np.empty((4, 2 * out.shape[1]), dtype=np.int64)
+                run.out = np.empty((4, 2 * run.out.shape[1]), dtype=np.int64)
             if status == STORE_FULL:
                 extra = 2 * extra
                 slab = self.slabs[instance.j] = slab.reserve(extra, None if indexed else False)
             elif status == INDEX_FULL:
                 slab.regrid(room)
                 room = 2 * room
-            stats[0] = 0
-        self.comparisons[instance.j] = self.comparisons.get(instance.j, 0) + int(stats[1])
-        self.nested_groups[instance.j] = self.nested_groups.get(instance.j, 0) + int(stats[2])
+            run.stats[0] = 0
+        self.comparisons[instance.j] = self.comparisons.get(instance.j, 0) + int(run.stats[1])
+        self.nested_groups[instance.j] = self.nested_groups.get(instance.j, 0) + int(run.stats[2])
         if found:
             matches = order_matches(np.concatenate(found, axis=1), n)
             self._emit(instance, held, ts, source, seq, matches)
         return n
+
+    def _nested(self, slab: _Slab, run: _Run) -> int:
+        """The nested kernel (``join.run``) from where the run is; its status.
+
+        With a band, the tuples it stores get their cells (``store_cells``) when it stops
+        for the slab to be compacted or ends, so that a later grid can index them.
+        """
+        progress = run.window[3]
+        if run.cells is not None and run.unnoted is None:
+            run.unnoted = (progress.copy(), slab.bounds[:, [1, 3]].copy())
+        status: int = self.join.run(
+            slab.slot_keys, *run.window, slab.ts, slab.seq, slab.bounds, slab.columns[0],
+            slab.columns[1], *self._fill(slab.columns, run.reads), *run.reads, run.bases,
+            run.out, run.stats,
+        )  # fmt: skip
+        if run.cells is not None and run.unnoted is not None and status in (STORE_FULL, DONE):
+            before, tails = run.unnoted
+            store_cells(
+                slab.slot_keys, self.keys, run.window[5], run.window[6], run.cells, before,
+                progress, tails, slab.cell,
+            )  # fmt: skip
+            run.unnoted = None
+        return status
+
+    def _indexed(self, slab: _Slab, run: _Run) -> int:
+        """The indexed kernel (``join.indexed``) from where the run is; its status."""
+        assert self.join.indexed is not None and slab.grid is not None
+        grid = slab.grid
+        status: int = self.join.indexed(
+            slab.slot_keys, *run.window, run.cells, slab.ts, slab.seq, slab.cell, slab.bounds,
+            slab.columns[0], slab.columns[1], *self._fill(slab.columns, run.reads), *run.reads,
+            run.bases, grid.cells, grid.head, grid.count, grid.shift, SMALL_WINDOW,
+            *grid.columns, *self._fill(grid.columns, run.reads), run.out, run.stats,
+        )  # fmt: skip
+        return status
+
+    @staticmethod
+    def _fill(to: tuple[Columns, ...], reads: tuple[Columns, ...]) -> tuple[Fill, Fill]:
+        """Per side, each column of ``to`` (a store's or a grid's) paired with its input."""
+        left, right = (tuple(zip(to[side], reads[side], strict=True)) for side in (0, 1))
+        return left, right
 
     def _run_cells(
         self, held: tuple[SourceRows, ...], source: NDArray[np.int64], seq: NDArray[np.int64]
