@@ -40,6 +40,8 @@ cells (``store_cells``) so that a later rebuild can take the index up again.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 from numpy.typing import NDArray
@@ -71,6 +73,7 @@ __all__ = [
     "grid_build",
     "grid_slots",
     "hedge_indexed_run",
+    "run_band_cells",
     "scalejoin_indexed_run",
     "store_cells",
 ]
@@ -89,6 +92,20 @@ LARGEST_CELL = 2.0**61
 """Keys beyond this many widths from 0 count as not finite (cell numbers stay int64)."""
 
 
+@njit(inline="always")
+def _band_cell(key: float, width: float, cells: NDArray[np.int64], k: int) -> None:
+    """Write ``key``'s cell and its probe's first and last cells at ``cells[:, k]``."""
+    scaled = key / width
+    if np.isfinite(scaled) and abs(scaled) <= LARGEST_CELL:
+        low = (key - width) / width
+        high = (key + width) / width
+        cells[0, k] = np.int64(np.floor(scaled))
+        cells[1, k] = np.int64(np.floor(low - (abs(low) * MARGIN + MARGIN)))
+        cells[2, k] = np.int64(np.floor(high + (abs(high) * MARGIN + MARGIN)))
+    else:
+        cells[0, k], cells[1, k], cells[2, k] = NOT_FINITE, 1, 0
+
+
 @njit(nogil=True, cache=True)
 def band_cells(keys: NDArray[np.float64], width: float) -> NDArray[np.int64]:
     """Each key's cell and the first and last cells its probe reads, as rows (3, n).
@@ -100,15 +117,31 @@ def band_cells(keys: NDArray[np.float64], width: float) -> NDArray[np.int64]:
     """
     cells = np.empty((3, keys.shape[0]), dtype=np.int64)
     for k in range(keys.shape[0]):
-        scaled = keys[k] / width
-        if np.isfinite(scaled) and abs(scaled) <= LARGEST_CELL:
-            low = (keys[k] - width) / width
-            high = (keys[k] + width) / width
-            cells[0, k] = np.int64(np.floor(scaled))
-            cells[1, k] = np.int64(np.floor(low - (abs(low) * MARGIN + MARGIN)))
-            cells[2, k] = np.int64(np.floor(high + (abs(high) * MARGIN + MARGIN)))
+        _band_cell(keys[k], width, cells, k)
+    return cells
+
+
+@njit(nogil=True, cache=True)
+def run_band_cells(
+    source: NDArray[np.int64],
+    seq: NDArray[np.int64],
+    bases: NDArray[np.int64],
+    left: NDArray[Any],
+    right: NDArray[Any],
+    width: float,
+) -> NDArray[np.int64]:
+    """``band_cells`` of run tuples whose key is a column's value (a plain ``Band``).
+
+    Tuple k of source ``source[k]`` (0: L) is row ``seq[k] - bases[side]`` of ``left``
+    or ``right``, the band's column of that side: one pass, no gathered copies.
+    """
+    cells = np.empty((3, source.shape[0]), dtype=np.int64)
+    for k in range(source.shape[0]):
+        if source[k] == 0:
+            key = np.float64(left[seq[k] - bases[0]])
         else:
-            cells[0, k], cells[1, k], cells[2, k] = NOT_FINITE, 1, 0
+            key = np.float64(right[seq[k] - bases[1]])
+        _band_cell(key, width, cells, k)
     return cells
 
 

@@ -10,7 +10,7 @@ compiled predicate and which columns.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +26,7 @@ from stretch.operators.kernels._band_index import (
     band_cells,
     grid_build,
     grid_slots,
+    run_band_cells,
     store_cells,
 )
 from stretch.operators.kernels._band_join import (
@@ -87,68 +88,49 @@ HOT_SHARE = 0.75
 """A grid is not kept while one cell holds this share of the slab's live tuples."""
 
 
-class _Census(NamedTuple):
-    """A slab's live tuples by band cell.
-
-    Per side its distinct finite cells (sorted) and the tuples each holds; the tuples
-    whose key is not finite, and all of them.
-    """
-
-    cells: tuple[NDArray[np.int64], ...]
-    counts: tuple[NDArray[np.int64], ...]
-    wild: int
-    total: int
-
-    @classmethod
-    def of(cls, live: tuple[NDArray[np.int64], NDArray[np.int64]]) -> _Census:
-        """The census of each side's live band cells (``_live``)."""
-        finite = [side[side != NOT_FINITE] for side in live]
-        found = [np.unique(side, return_counts=True) for side in finite]
-        total = sum(side.size for side in live)
-        wild = total - sum(side.size for side in finite)
-        return cls(tuple(f[0] for f in found), tuple(f[1] for f in found), wild, total)
-
-
-def _shift(census: _Census) -> tuple[int, int]:
+def _shift(cells: tuple[NDArray[np.int64], NDArray[np.int64]]) -> tuple[int, int]:
     """How many times to double the grid cells' width over the band's.
 
-    Returns the least shift at which the occupied cells hold ``CELL_TARGET`` live
-    tuples on average, and the most cells a side occupies then (0 if nothing is stored).
+    ``cells`` holds each side's live band cells. Returns the least shift at which the
+    occupied cells hold ``CELL_TARGET`` live tuples on average, and the most cells a side
+    occupies then (0 if nothing is stored).
 
     A probe reads the cells within a band of its key; on a grid of cells of the band's
     width that is three cells, each holding few tuples when the data is sparse, so the
     cost is in visiting cells rather than comparing. Wider cells mean fewer visits for
     a few more comparisons (at most two cells wider than the band).
     """
-    finite = census.total - census.wild
-    if finite == 0:
+    finite = [side[side != NOT_FINITE] for side in cells]
+    tuples = sum(side.size for side in finite)
+    if tuples == 0:
         return 0, 0
+    distinct = [np.unique(side) for side in finite]
     for shift in range(MAX_SHIFT + 1):
         # a sorted array stays sorted when shifted: count where it steps
         occupied = [
-            int(np.count_nonzero(np.diff(cells >> shift))) + (cells.size > 0)
-            for cells in census.cells
+            int(np.count_nonzero(np.diff(side >> shift))) + (side.size > 0) for side in distinct
         ]
-        if finite >= CELL_TARGET * sum(occupied) or shift == MAX_SHIFT:
+        if tuples >= CELL_TARGET * sum(occupied) or shift == MAX_SHIFT:
             return shift, max(occupied)
     raise AssertionError  # the loop returns at MAX_SHIFT
 
 
-def _worth_keeping(census: _Census) -> bool:
-    """Whether a grid over the slab's live tuples would serve the probes.
+def _worth_keeping(cells: tuple[NDArray[np.int64], NDArray[np.int64]]) -> bool:
+    """Whether a grid over the live tuples of these band cells (each side's) would serve.
 
-    Not when one band cell (or the wild cell, which every probe reads) holds
-    ``HOT_SHARE`` of the live tuples of both sides (every ``x`` equal, say): the probes
-    of that cell, most of them, would read most of the window however the grid's cells
-    are drawn, and run the nested loop; keeping the grid would only add its upkeep. A
-    window of at most ``SMALL_WINDOW`` tuples keeps its grid: too few to tell.
+    Not when one band cell (or the cell of keys that are not finite, which every probe
+    reads) holds ``HOT_SHARE`` of the live tuples of both sides (every ``x`` equal, say):
+    the probes of that cell, most of them, would read most of the window however the
+    grid's cells are drawn, and run the nested loop; keeping the grid would only add its
+    upkeep. A cell holding over half the tuples holds their median, so one selection and
+    one count tell, O(tuples). A window of at most ``SMALL_WINDOW`` tuples keeps its grid:
+    too few to tell.
     """
-    if census.total == 0 or census.total <= SMALL_WINDOW:
+    values = np.concatenate(cells)
+    if values.size == 0 or values.size <= SMALL_WINDOW:
         return True
-    cells, at = np.unique(np.concatenate(census.cells), return_inverse=True)
-    tuples = np.bincount(at, weights=np.concatenate(census.counts), minlength=cells.size)
-    hot = max(census.wild, int(tuples.max(initial=0)))
-    return hot < HOT_SHARE * census.total
+    middle = np.partition(values, values.size // 2)[values.size // 2]
+    return int(np.count_nonzero(values == middle)) < HOT_SHARE * values.size
 
 
 def _power_of_two(n: int) -> int:
@@ -272,12 +254,12 @@ class _Slab:
             return
         self.undecided = keep is False
         entries = (_live(self, 0), _live(self, 1))
-        census = _Census.of((self._cells(0, entries[0]), self._cells(1, entries[1])))
+        cells = (self._cells(0, entries[0]), self._cells(1, entries[1]))
         self.grid = None
-        if _worth_keeping(census) if keep is None else keep:
+        if _worth_keeping(cells) if keep is None else keep:
             ordered = (_arrival(self, 0, entries[0]), _arrival(self, 1, entries[1]))
             live = tuple((e, self._cells(side, e)) for side, e in enumerate(ordered))
-            self.grid = _Grid(self, extra, live, *_shift(census))
+            self.grid = _Grid(self, extra, live, *_shift(cells))
 
     def _cells(self, side: int, entries: NDArray[np.int64]) -> NDArray[np.int64]:
         """The band cells of a side's stored tuples, given as store indices."""
@@ -516,6 +498,12 @@ class BandJoinKernel:
     ) -> NDArray[np.int64]:
         """Each run tuple's cell and its probe's first and last cells (``band_cells``)."""
         assert self.band is not None
+        if self.band.key is None:  # each side's key is a column's value
+            (left,), (right,) = self.band.reads
+            bases = np.array([held[0].base, held[1].base], dtype=np.int64)
+            return run_band_cells(
+                source, seq, bases, held[0].column(left), held[1].column(right), self.band.width
+            )
         keys = np.empty(source.shape[0], dtype=np.float64)
         for side in (0, 1):
             mine = (source == 0) if side == 0 else (source != 0)
