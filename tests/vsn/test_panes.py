@@ -17,6 +17,7 @@ from stretch.operators.catalog import build
 from stretch.operators.kernels import AggregateSpec
 from stretch.operators.kernels._aggregate import distinct_in_rows
 from stretch.vsn._compiled import compile_operator
+from stretch.vsn._compiled import panes as panes_module
 from stretch.vsn._compiled._tokens import TokenTable
 from stretch.vsn._compiled.aggregates import AggregateKernel
 from stretch.vsn._compiled.panes import PaneKernel
@@ -126,6 +127,23 @@ def test_panes_are_gcd_long_and_dropped_when_their_windows_closed() -> None:
     compiled = pipeline._pool.compiled
     assert isinstance(compiled, PaneKernel)
     assert compiled.window_sets() == 0
+
+
+def test_the_pane_log_grows_and_drops_its_dead_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pane log with room for one entry at first: it grows and compacts all along."""
+    monkeypatch.setattr(panes_module, "LOG_ENTRIES", 1)
+    words = ["a", "b", "c", "d", "e", "f", "g"]
+    rows = [(ts, (f"u{ts % 3}", " ".join(words[ts % 5 : ts % 7 + 2]))) for ts in range(0, 3000, 7)]
+    op = build("wordcount", {"wa": 30, "ws": 90})
+    table = op.inputs[0].table([r[0] for r in rows], [r[1] for r in rows])
+    expected = run_sn(op, [table])
+    assert expected.num_rows > 100
+    for m, schedule in ((1, []), (3, [(1500, 2, None), (2200, 3, None)])):
+        out, pipeline = run_schedule(op, [table], m, 3, schedule)
+        assert out.equals(expected), m
+        kernel = pipeline._pool.compiled
+        assert isinstance(kernel, PaneKernel)
+        assert kernel._logs and all(log.keys.shape[0] > 1 for log in kernel._logs.values())
 
 
 def test_custom_operators_keep_the_general_path() -> None:

@@ -15,6 +15,11 @@ A pane is dropped once every window holding it has closed. Which windows closed 
 function of the watermark alone (``l + WS <= W``), and every instance meets a
 reconfiguration's barrier at the same watermark, so a pane's entries can move to a key's
 new owner like a window's.
+
+A pane that ended (``p + gcd <= W``) takes no more tuples, since later tuples have later
+ts; its entries are then copied once, in pane order, into the instance's ``_PaneLog``, so
+that the panes of a closing window lie side by side there and are combined from one
+slice, instead of being gathered again for each of the ``WS / WA`` windows holding them.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stretch.model.oplus import END_OF_INPUT, OPlus
-from stretch.operators.kernels._aggregate import combine_panes
+from stretch.operators.kernels._aggregate import CREATED, combine_panes
 from stretch.vsn._compiled.aggregates import AggregateKernel, KeyTable, _Entries, _Window
 from stretch.vsn._instance import VSNInstance
 from stretch.vsn._reconfiguration import EpochPlan
@@ -34,6 +39,63 @@ from stretch.vsn._reconfiguration import EpochPlan
 __all__ = ["PaneKernel"]
 
 _NO_POSITIONS = np.empty(0, dtype=np.int64)
+LOG_ENTRIES = 1024
+"""The entries a pane log has room for at first."""
+
+
+class _PaneLog:
+    """An instance's ended panes' entries, side by side in pane order.
+
+    ``spans[p]`` is where pane p's entries lie in ``keys``, ``values`` and ``created``
+    (``CREATED`` rows); the panes from ``first`` on are live, and the arrays are
+    compacted when the dropped ones fill half of them. Derived from the panes' tables:
+    rebuilt after a switch, which moves entries between instances.
+    """
+
+    def __init__(self) -> None:
+        self.keys = np.empty(LOG_ENTRIES, dtype=np.int64)
+        self.values = np.empty(LOG_ENTRIES, dtype=np.int64)
+        self.created = np.empty((CREATED, LOG_ENTRIES), dtype=np.int64)
+        self.spans: dict[int, tuple[int, int]] = {}
+        self.first = self.end = 0  # the live entries: [first, end)
+        self.last = -END_OF_INPUT  # the last pane logged
+
+    def extend(self, panes: dict[int, _Window], starts: list[int], ended: int) -> None:
+        """Log the panes of ``starts`` (sorted) after the last logged, up to ``ended``."""
+        for p in starts[bisect.bisect_right(starts, self.last) :]:
+            if p >= ended:
+                break
+            entries = panes[p].entries()
+            n = entries.keys.shape[0]
+            self._room(n)
+            at = self.end
+            self.keys[at : at + n] = entries.keys
+            self.values[at : at + n] = entries.values
+            self.created[:, at : at + n] = entries.created
+            self.spans[p] = (at, at + n)
+            self.end, self.last = at + n, p
+
+    def drop(self, p: int) -> None:
+        """Forget pane p, the earliest live one (if it was logged)."""
+        span = self.spans.pop(p, None)
+        if span is not None:
+            self.first = span[1]
+
+    def _room(self, n: int) -> None:
+        """Room for n more entries: drop the dead prefix or grow the arrays."""
+        if self.end + n <= self.keys.shape[0]:
+            return
+        live = self.end - self.first
+        size = max(self.keys.shape[0], 2 * (live + n))
+        keys, values = np.empty(size, np.int64), np.empty(size, np.int64)
+        created = np.empty((CREATED, size), np.int64)
+        keys[:live] = self.keys[self.first : self.end]
+        values[:live] = self.values[self.first : self.end]
+        created[:, :live] = self.created[:, self.first : self.end]
+        shift = self.first
+        self.spans = {p: (a - shift, b - shift) for p, (a, b) in self.spans.items()}
+        self.keys, self.values, self.created = keys, values, created
+        self.first, self.end = 0, live
 
 
 class PaneKernel(AggregateKernel):
@@ -53,6 +115,7 @@ class PaneKernel(AggregateKernel):
         self.pane_ms = math.gcd(op.wa_ms, op.ws_ms)
         self.closed: dict[int, int] = {}  # instance -> W: each window with l + WS <= W is out
         self._positions: dict[int, NDArray[np.int64]] = {}  # instance -> combine's scratch
+        self._logs: dict[int, _PaneLog] = {}  # instance -> its ended panes' entries
 
     def _spans(self, first_ts: int, last_ts: int) -> list[tuple[int, int]]:
         """The panes ``[p, p + gcd)`` from ``first_ts``'s to ``last_ts``'s."""
@@ -73,6 +136,9 @@ class PaneKernel(AggregateKernel):
         op = self.op
         wa, ws = op.wa_ms, op.ws_ms
         starts = sorted(panes)
+        log = self._logs.setdefault(instance.j, _PaneLog())
+        # Every pane of a window that ends by the watermark has ended.
+        log.extend(panes, starts, watermark - self.pane_ms + 1)
         # The first window not out yet: the smallest l = k * WA with l + WS > closed.
         l = max(op.earliest_win_l(starts[0]), (closed - ws) // wa * wa + wa)
         while l + ws <= watermark:
@@ -83,25 +149,25 @@ class PaneKernel(AggregateKernel):
                     break
                 l = max(l + wa, op.earliest_win_l(starts[hi]))
                 continue
-            tables = [panes[p] for p in starts[lo:hi]]
-            self._emit(instance, l + ws, self._combined(instance.j, tables))
+            begin, end = log.spans[starts[lo]][0], log.spans[starts[hi - 1]][1]
+            self._emit(instance, l + ws, self._combined(instance.j, log, begin, end))
             l += wa
         for p in starts:
             if op.latest_win_l(p) + ws > watermark:
                 break
             del panes[p]
+            log.drop(p)
 
-    def _combined(self, j: int, tables: list[_Window]) -> _Entries:
-        """A window's entries from instance j's tables of its panes, earliest pane first."""
-        parts = [table.entries() for table in tables]
+    def _combined(self, j: int, log: _PaneLog, begin: int, end: int) -> _Entries:
+        """A window's entries from instance j's logged panes ``[begin, end)``, in order."""
         position = self._positions.get(j, _NO_POSITIONS)
         if position.shape[0] < len(self.keys.strings):  # scratch for every key number
             position = np.full(2 * len(self.keys.strings), -1, dtype=np.int64)
             self._positions[j] = position
         keys, values, created = combine_panes(
-            np.concatenate([part.keys for part in parts]),
-            np.concatenate([part.values for part in parts]),
-            np.concatenate([part.created for part in parts], axis=1),
+            log.keys[begin:end],
+            log.values[begin:end],
+            log.created[:, begin:end],
             self.take_max,
             position,
         )
@@ -114,6 +180,7 @@ class PaneKernel(AggregateKernel):
         emitted are the same: a new owner emits from where they all are.
         """
         super().switch(plan)
+        self._logs = {}
         if self.closed:
             closed = max(self.closed.values())
             self.closed = dict.fromkeys(range(plan.parallelism), closed)
