@@ -148,13 +148,13 @@ def _live(slab: _Slab, side: int) -> NDArray[np.int64]:
 
 
 def _arrival(slab: _Slab, side: int, entries: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Store indices of a side in arrival order: by ts, then sequence number.
+    """The order that puts a side's store indices in arrival order: by ts, then seq.
 
     The run brings tuples in that order, whatever their keys, and a grid cell must hold
     its entries in ts order for expiry to drop them from its head.
     """
     ts, seq = (column[:, side].reshape(-1)[entries] for column in (slab.ts, slab.seq))
-    return entries[np.lexsort((seq, ts))]
+    return np.lexsort((seq, ts))
 
 
 class _Grid:
@@ -257,8 +257,8 @@ class _Slab:
         cells = (self._cells(0, entries[0]), self._cells(1, entries[1]))
         self.grid = None
         if _worth_keeping(cells) if keep is None else keep:
-            ordered = (_arrival(self, 0, entries[0]), _arrival(self, 1, entries[1]))
-            live = tuple((e, self._cells(side, e)) for side, e in enumerate(ordered))
+            order = (_arrival(self, 0, entries[0]), _arrival(self, 1, entries[1]))
+            live = tuple((entries[side][o], cells[side][o]) for side, o in enumerate(order))
             self.grid = _Grid(self, extra, live, *_shift(cells))
 
     def _cells(self, side: int, entries: NDArray[np.int64]) -> NDArray[np.int64]:

@@ -47,9 +47,10 @@ class _PaneLog:
     """An instance's ended panes' entries, side by side in pane order.
 
     ``spans[p]`` is where pane p's entries lie in ``keys``, ``values`` and ``created``
-    (``CREATED`` rows); the panes from ``first`` on are live, and the arrays are
-    compacted when the dropped ones fill half of them. Derived from the panes' tables:
-    rebuilt after a switch, which moves entries between instances.
+    (``CREATED`` rows); the entries from ``first`` on are live, and when a pane does not
+    fit after ``end`` the live ones move to the start of new arrays (at least twice the
+    room they and the pane need). Derived from the panes' tables: rebuilt after a
+    switch, which moves entries between instances.
     """
 
     def __init__(self) -> None:
