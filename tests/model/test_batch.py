@@ -42,6 +42,39 @@ def test_dictionary_codes_follow_first_appearance() -> None:
     assert dictionary.decode(np.array([2, 0], dtype=np.int32)) == ["c", "b"]
 
 
+@given(
+    st.lists(st.lists(st.text(max_size=12) | st.sampled_from(["a", "", "é", "\U0001f600"]))),
+    st.integers(0, 3),
+)
+def test_dictionary_matches_a_dict_over_chunks_and_slices(
+    batches: list[list[str]], cut: int
+) -> None:
+    """Codes as a plain dict hands them out, whatever the chunks and slice offsets."""
+    dictionary, model = StringDictionary(), {}
+    for values in batches:
+        array = pa.array(["skipped"] * cut + values, pa.string()).slice(cut)
+        half = len(values) // 2
+        column = pa.chunked_array([array[:half], array[half:]], pa.string())
+        expected = [model.setdefault(v, len(model)) for v in values]
+        codes = dictionary.encode(column)
+        assert codes.dtype == np.int32
+        assert codes.tolist() == expected
+        assert dictionary.decode(codes) == values
+        assert dictionary.decode_arrow(codes).equals(pa.array(values, pa.string()))
+    assert len(dictionary) == len(model)
+
+
+def test_dictionary_grows_past_its_first_arena_and_index() -> None:
+    dictionary = StringDictionary()
+    first = [f"{i:06d}" * 20 for i in range(5000)]  # 600 KB: the arena and index regrow
+    codes = dictionary.encode(first)
+    assert codes.tolist() == list(range(5000))
+    again = dictionary.encode(first[::-1] + ["new"])
+    assert again.tolist() == [*range(4999, -1, -1), 5000]
+    assert dictionary.decode(again[:3]) == first[::-1][:3]
+    assert dictionary.nbytes >= 600_000
+
+
 def test_conform_casts_ints_to_floats_and_drops_extra_columns() -> None:
     table = pa.table({"ts": [1], "extra": ["z"], "ok": [True], "x": [3], "n": [2], "word": ["w"]})
     out = conform(table, SCHEMA, "t.csv")

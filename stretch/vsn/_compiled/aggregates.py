@@ -125,9 +125,8 @@ class KeyTable:
             if rows.end == rows.base < held.base:  # nothing read yet; the source starts later
                 rows = KeyRows(held.base, held.base, np.zeros(1, dtype=np.int64), _NONE, _NONE)
             start = rows.end
-            texts = pa.array(
-                store.dictionary.decode(held.column("tweet")[start - held.base : upto - held.base]),
-                pa.string(),
+            texts = store.dictionary.decode_arrow(
+                held.column("tweet")[start - held.base : upto - held.base]
             )
             numbers, counts = self._pairs(texts) if self.kind == "pairs" else self._keys(texts)
             rows = _dropped(rows, min(held.base, start))
