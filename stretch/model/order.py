@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from stretch.model._order_kernels import order_ties
 from stretch.model.schema import TS
 
 __all__ = ["in_stream_order"]
@@ -25,7 +26,8 @@ _SIGN_MASK = np.int64(0x7FFF_FFFF_FFFF_FFFF)
 def in_stream_order(table: pa.Table) -> pa.Table:
     """``table``'s rows in stream order (``ts``, then content). O(n) if already in it.
 
-    Sorts only when the rows are out of ``ts`` order or two rows share a ``ts``.
+    The rows are ordered by ``ts`` (a stable NumPy sort, only if they are not in ``ts``
+    order), then each run of equal ``ts`` by its content in a compiled loop.
     """
     ts = table.column(TS).to_numpy()
     if len(ts) < 2:
@@ -33,18 +35,30 @@ def in_stream_order(table: pa.Table) -> pa.Table:
     steps = ts[1:] - ts[:-1]
     if bool(np.all(steps > 0)):
         return table
-    if bool(np.all(steps >= 0)) and table.num_columns == 1:
+    backwards = not bool(np.all(steps >= 0))
+    if not backwards and table.num_columns == 1:
         return table
-    keys = {TS: pa.array(ts)}
-    for i, field in enumerate(table.schema):
-        if field.name == TS:
-            continue
-        column = table.column(i)
-        if pa.types.is_floating(field.type):
-            column = pa.array(_float_key(column.to_numpy(zero_copy_only=False)))
-        keys[f"c{i}"] = column
-    order = pc.sort_indices(pa.table(keys), sort_keys=[(name, "ascending") for name in keys])
-    return table.take(order)
+    by_ts = np.argsort(ts, kind="stable") if backwards else None
+    names = [name for name in table.column_names if name != TS]
+    keys = np.empty((len(names), len(ts)), dtype=np.int64)
+    for c, name in enumerate(names):
+        keys[c] = _key(table.column(name))
+    if by_ts is not None:
+        ts, keys = ts[by_ts], keys[:, by_ts]
+    order = order_ties(np.ascontiguousarray(ts, dtype=np.int64), keys)
+    if by_ts is None:
+        return table.take(pa.array(order)) if len(order) else table
+    return table.take(pa.array(by_ts[order] if len(order) else by_ts))
+
+
+def _key(column: pa.ChunkedArray) -> np.ndarray:
+    """int64s that order like ``column``'s values (floats by their IEEE 754 total order)."""
+    kind = column.type
+    if pa.types.is_floating(kind):
+        return _float_key(column.to_numpy())
+    if pa.types.is_boolean(kind) or (pa.types.is_integer(kind) and kind != pa.uint64()):
+        return np.asarray(column.to_numpy(), dtype=np.int64)
+    return np.asarray(pc.rank(column, "ascending", tiebreaker="dense"), dtype=np.int64)
 
 
 def _float_key(values: np.ndarray) -> np.ndarray:

@@ -211,7 +211,7 @@ def run_vsn(
         pipeline.shutdown()
 
 
-FEED_ROWS = 4096
+FEED_ROWS = 16384
 """Rows a source adds at most per step of ``run_vsn``'s feeding."""
 
 
