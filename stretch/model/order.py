@@ -39,12 +39,22 @@ def in_stream_order(table: pa.Table) -> pa.Table:
     if not backwards and table.num_columns == 1:
         return table
     by_ts = np.argsort(ts, kind="stable") if backwards else None
-    names = [name for name in table.column_names if name != TS]
-    keys = np.empty((len(names), len(ts)), dtype=np.int64)
-    for c, name in enumerate(names):
-        keys[c] = _key(table.column(name))
     if by_ts is not None:
-        ts, keys = ts[by_ts], keys[:, by_ts]
+        ts = ts[by_ts]
+    tied = np.zeros(len(ts), dtype=np.bool_)  # rows that share their ts with a neighbour
+    tied[1:] = ts[1:] == ts[:-1]
+    tied[:-1] |= tied[1:]
+    every = bool(tied.all())
+    rows = pa.array(np.flatnonzero(tied) if by_ts is None else by_ts[tied])
+    names = [name for name in table.column_names if name != TS]
+    keys = np.zeros((len(names), len(ts)), dtype=np.int64)  # only tied rows' keys matter
+    for c, name in enumerate(names):
+        if every:
+            keys[c] = _key(table.column(name))
+        else:
+            keys[c, rows.to_numpy()] = _key(table.column(name).take(rows))
+    if by_ts is not None:
+        keys = keys[:, by_ts]
     order = order_ties(np.ascontiguousarray(ts, dtype=np.int64), keys)
     if by_ts is None:
         return table.take(pa.array(order)) if len(order) else table

@@ -30,7 +30,7 @@ def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
 
 ROWS = st.lists(
     st.tuples(
-        st.integers(0, 3),
+        st.integers(0, 3) | st.integers(4, 10**6),  # runs of equal ts, and rows alone
         st.integers(-2, 2) | st.integers(-(2**63), 2**63 - 1),
         st.sampled_from([0.0, -0.0, 1.5, -1.5, float("inf"), float("-inf"), float("nan")])
         | st.floats(),

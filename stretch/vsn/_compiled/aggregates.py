@@ -183,7 +183,11 @@ def _keys_of(rows: KeyRows, at: NDArray[np.int64]) -> NDArray[np.int64]:
 
 
 def _dropped(rows: KeyRows, base: int) -> KeyRows:
-    """``rows`` without the rows before ``base`` (itself if there are none)."""
+    """``rows`` without the rows before ``base`` (itself if there are none).
+
+    The rows kept are copied to the front of arrays as long as the old ones, so the rows
+    read next are appended without growing them again.
+    """
     drop = base - rows.base
     if drop <= 0:
         return rows
@@ -192,10 +196,17 @@ def _dropped(rows: KeyRows, base: int) -> KeyRows:
     return KeyRows(
         base,
         rows.end,
-        rows.offsets[drop : kept + 1] - first,
-        rows.numbers[first:last].copy(),
-        rows.lengths[drop:kept].copy(),
+        _front(rows.offsets, drop, kept + 1, first),
+        _front(rows.numbers, first, last),
+        _front(rows.lengths, drop, kept),
     )
+
+
+def _front(array: NDArray[np.int64], start: int, stop: int, less: int = 0) -> NDArray[np.int64]:
+    """A new array as long as ``array`` that starts with ``array[start:stop] - less``."""
+    front = np.empty(array.shape[0], dtype=np.int64)
+    np.subtract(array[start:stop], less, out=front[: stop - start])
+    return front
 
 
 def _put(array: NDArray[np.int64], at: int, values: NDArray[np.int64]) -> NDArray[np.int64]:
