@@ -10,7 +10,7 @@ atomic loads returns ``BUSY``; the Python wrapper backs off (yield, then sleeps 
 
 Why a lock and not the lock-free ScaleGate of the paper: every operation is one short
 critical section over a few cache lines (a finger search that usually stops after a step
-or two, a pointer walk for readers), batches amortise the 5.6 ns CAS over many nodes, and
+or two, a copy of consecutive ready-log rows for readers), batches amortise the 5.6 ns CAS over many nodes, and
 the lock makes bounded capacity with reclamation, elastic reader/source sets and the
 ``_check`` snapshot linearizable without hazard pointers or epochs, which Numba cannot
 express safely. Correctness first; ``benchmarks/bench_scalegate.py`` measures the cost.
@@ -19,7 +19,9 @@ Keys are (ts, source, seq), the total order of docs/design.md decision 2. A node
 (Definition 3 with ties) iff ``(ts, source) <= B``, B the smallest ``(frontier, id)`` over
 live sources (active, not ended): every later node of such a source has a larger key.
 Inserts always land after the ready prefix, so readers never miss a node; the ready prefix
-is tracked by a cursor; reclamation frees the prefix every reader passed. With
+is tracked by a cursor and copied, node by node as it grows, into the ready log that
+readers read (docs/scalegate.md, "Why readers read a log"); reclamation frees the prefix
+every reader passed. With
 ``NUMBA_DISABLE_JIT=1`` the kernels run as plain Python (the coverage run).
 """
 
@@ -48,6 +50,7 @@ from scalegate._nodes import (
     M_FREE_TOP,
     M_LOCK,
     M_RDR_HI,
+    M_READY_END,
     M_READY_N,
     M_READY_TAIL,
     M_RESERVE,
@@ -148,18 +151,30 @@ def _pair_less(a_ts: int, a_src: int, b_ts: int, b_src: int) -> bool:
 
 
 @_jit
-def _advance_ready(nodes: I64, sources: I64, meta: I64) -> None:
-    """Extend the ready prefix (its last node and length in ``meta``) up to B; O(S + new)."""
+def _advance_ready(nodes: I64, sources: I64, meta: I64, ready: I64) -> None:
+    """Extend the ready prefix up to B, logging each node it takes in; O(S + new).
+
+    The log (``ready``, a ring of ``(ts, source, seq, kind, payload)`` rows) holds the
+    ready nodes in order, so readers copy them from consecutive memory instead of walking
+    the list's rows, which the adding thread wrote on another core.
+    """
     b_ts, b_src = ready_bound(sources, meta, -1)
     tail = meta[M_READY_TAIL]
     count = meta[M_READY_N]
+    end = meta[M_READY_END]
+    size = ready.shape[0]
     x = nodes[tail, N_NEXT]
     while x != NIL and not _pair_less(b_ts, b_src, nodes[x, N_TS], nodes[x, N_SRC]):
         tail = x
         count += 1
+        slot = end % size
+        for c in range(N_PAYLOAD + 1):
+            ready[slot, c] = nodes[x, c]
+        end += 1
         x = nodes[x, N_NEXT]
     meta[M_READY_TAIL] = tail
     meta[M_READY_N] = count
+    meta[M_READY_END] = end
 
 
 @_jit
@@ -177,44 +192,45 @@ def _random_height(meta: I64, levels: int) -> int:
 
 
 @_jit
-def _reclaim(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64) -> None:
-    """Free the prefix every active reader passed (the ready prefix when there is none).
+def _reclaim(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, ready: I64) -> None:
+    """Free the ready nodes every active reader passed (all of them when there is none).
 
-    The caller advanced the ready prefix. Handles into the freed prefix move to HEAD, so no
-    handle ever refers to a free row. O(freed + R + S L).
+    Readers' positions count the ready nodes they passed, so the freed prefix is the
+    first ``min(positions) - first`` nodes, ``first`` being the ready count of the oldest
+    node held. Source fingers into it move to HEAD, so no handle refers to a free row.
+    O(freed + R + S L).
     """
     meta[M_SINCE] = 0
-    stop = meta[M_READY_TAIL]
+    end = meta[M_READY_END]
+    stop = end
     for r in range(meta[M_RDR_HI]):
-        if readers[r, R_ACTIVE] == 1 and _node_less(nodes, readers[r, R_POS], stop):
+        if readers[r, R_ACTIVE] == 1 and readers[r, R_POS] < stop:
             stop = readers[r, R_POS]
-    if stop == HEAD:
+    freed = stop - (end - meta[M_READY_N])
+    if freed <= 0:
         return
     top = meta[M_FREE_TOP]
-    freed = 0
     x = HEAD
-    while x != stop:
+    for i in range(freed):
         x = nodes[HEAD, N_NEXT]
         for lvl in range(nodes[x, N_HEIGHT]):
             nodes[HEAD, N_NEXT + lvl] = nodes[x, N_NEXT + lvl]
-        free[top + freed] = x
-        freed += 1
+        free[top + i] = x
     meta[M_FREE_TOP] = top + freed
     meta[M_READY_N] -= freed
-    if meta[M_READY_TAIL] == stop:
+    if meta[M_READY_N] == 0:
         meta[M_READY_TAIL] = HEAD
-    for r in range(meta[M_RDR_HI]):
-        if readers[r, R_POS] == stop:
-            readers[r, R_POS] = HEAD
     for s in range(meta[M_SRC_HI]):
         for lvl in range(nodes.shape[1] - N_NEXT):
             f = sources[s, S_FINGER + lvl]
-            if f != HEAD and not _node_less(nodes, stop, f):
+            if f != HEAD and not _node_less(nodes, x, f):  # x: the last node freed
                 sources[s, S_FINGER + lvl] = HEAD
 
 
 @_jit
-def _make_room(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, need: int) -> int:
+def _make_room(
+    nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, ready: I64, need: int
+) -> int:
     """Return the number of free rows, reclaiming first if fewer than ``need`` are reused.
 
     Rows never used are taken only after a reclamation, so the rows touched follow the
@@ -225,7 +241,7 @@ def _make_room(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, nee
     """
     used = free.shape[0] - meta[M_UNUSED]
     if meta[M_FREE_TOP] < need and (meta[M_UNUSED] < need or 8 * meta[M_SINCE] >= used):
-        _reclaim(nodes, sources, readers, free, meta)
+        _reclaim(nodes, sources, readers, free, meta, ready)
     return int(meta[M_FREE_TOP] + meta[M_UNUSED])
 
 
@@ -293,7 +309,15 @@ def _insert(
 
 @_jit
 def _admit(
-    nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, s: int, ts: I64, partial: bool
+    nodes: I64,
+    sources: I64,
+    readers: I64,
+    free: I64,
+    meta: I64,
+    ready: I64,
+    s: int,
+    ts: I64,
+    partial: bool,
 ) -> int:
     """Return how many nodes of ``ts`` source ``s`` may add now: all, a prefix, or FULL.
 
@@ -305,8 +329,8 @@ def _admit(
     always finds a row (see docs/scalegate.md).
     """
     n = ts.shape[0]
-    _advance_ready(nodes, sources, meta)
-    room = _make_room(nodes, sources, readers, free, meta, n)
+    _advance_ready(nodes, sources, meta, ready)
+    room = _make_room(nodes, sources, readers, free, meta, ready, n)
     unready = free.shape[0] - room - meta[M_READY_N]
     o_ts, o_src = ready_bound(sources, meta, s)
     f = sources[s, S_FRONTIER]
@@ -330,6 +354,7 @@ def _add(
     readers: I64,
     free: I64,
     meta: I64,
+    ready: I64,
     s: int,
     ts: I64,
     payload: I64,
@@ -345,7 +370,7 @@ def _add(
         return E_BACKWARDS
     if ts[ts.shape[0] - 1] == TS_MAX and kind != WATERMARK:
         return E_RESERVED
-    n = _admit(nodes, sources, readers, free, meta, s, ts, partial)
+    n = _admit(nodes, sources, readers, free, meta, ready, s, ts, partial)
     for i in range(n):
         _insert(nodes, sources, free, meta, s, ts[i], kind, payload[i])
     return n
@@ -358,6 +383,7 @@ def add_batch(
     readers: I64,
     free: I64,
     meta: I64,
+    ready: I64,
     s: int,
     ts: I64,
     payload: I64,
@@ -374,7 +400,7 @@ def add_batch(
         return 0
     if not try_lock(meta):
         return BUSY
-    status = _add(nodes, sources, readers, free, meta, s, ts, payload, DATA, partial)
+    status = _add(nodes, sources, readers, free, meta, ready, s, ts, payload, DATA, partial)
     unlock(meta)
     return status
 
@@ -386,6 +412,7 @@ def add_node(
     readers: I64,
     free: I64,
     meta: I64,
+    ready: I64,
     s: int,
     ts: int,
     payload: int,
@@ -399,46 +426,57 @@ def add_node(
     meta[M_SCRATCH] = sources[s, S_FRONTIER] if at_frontier else ts
     meta[M_SCRATCH + 1] = payload
     one = meta[M_SCRATCH : M_SCRATCH + 1]
-    status = _add(nodes, sources, readers, free, meta, s, one, meta[M_SCRATCH + 1 :], kind, False)
+    status = _add(
+        nodes, sources, readers, free, meta, ready, s, one, meta[M_SCRATCH + 1 :], kind, False
+    )
     unlock(meta)
     return status
 
 
 @_jit
 def get_batch(
-    nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, r: int, max_n: int
+    nodes: I64,
+    sources: I64,
+    readers: I64,
+    free: I64,
+    meta: I64,
+    ready: I64,
+    r: int,
+    max_n: int,
 ) -> tuple[int, I64, I64, I64, NDArray[np.int8], I64]:
     """Pass reader ``r`` over up to ``max_n`` ready DATA/CONTROL/WATERMARK nodes.
 
     Returns (count or status, ts, source, seq, kind, payload). O(S + k), k nodes passed:
-    one walk counts them, so each column is allocated at its exact length, one copies.
+    one pass over the ready log counts them, so each column is allocated at its exact
+    length, and one copies them.
     """
     n = 0
     status = BUSY
     if try_lock(meta):
         status = E_INACTIVE
         if readers[r, R_ACTIVE] == 1:
-            _advance_ready(nodes, sources, meta)
+            _advance_ready(nodes, sources, meta, ready)
             status = OK
-            start = end = readers[r, R_POS]
-            tail = meta[M_READY_TAIL]
-            while n < max_n and end != tail:
-                end = nodes[end, N_NEXT]
-                n += nodes[end, N_KIND] not in (DUMMY, FLUSH)
+            size = ready.shape[0]
+            start = stop = readers[r, R_POS]
+            end = meta[M_READY_END]
+            while n < max_n and stop != end:
+                n += ready[stop % size, N_KIND] not in (DUMMY, FLUSH)
+                stop += 1
     cols = np.empty((4, n), dtype=np.int64)
     kinds = np.empty(n, dtype=np.int8)
     if status == OK:
-        i, pos = 0, start
-        while pos != end:
-            pos = nodes[pos, N_NEXT]
-            if nodes[pos, N_KIND] not in (DUMMY, FLUSH):
-                cols[0, i] = nodes[pos, N_TS]
-                cols[1, i] = nodes[pos, N_SRC]
-                cols[2, i] = nodes[pos, N_SEQ]
-                cols[3, i] = nodes[pos, N_PAYLOAD]
-                kinds[i] = nodes[pos, N_KIND]
+        i = 0
+        for pos in range(start, stop):
+            row = ready[pos % size]
+            if row[N_KIND] not in (DUMMY, FLUSH):
+                cols[0, i] = row[N_TS]
+                cols[1, i] = row[N_SRC]
+                cols[2, i] = row[N_SEQ]
+                cols[3, i] = row[N_PAYLOAD]
+                kinds[i] = row[N_KIND]
                 i += 1
-        readers[r, R_POS] = end
+        readers[r, R_POS] = stop
         status = n
     if status != BUSY:
         unlock(meta)
@@ -447,7 +485,7 @@ def get_batch(
 
 @_jit
 def get_one(
-    nodes: I64, sources: I64, readers: I64, meta: I64, r: int
+    nodes: I64, sources: I64, readers: I64, meta: I64, ready: I64, r: int
 ) -> tuple[int, int, int, int, int, int]:
     """Return reader ``r``'s next ready node: (status, ts, source, seq, kind, payload).
 
@@ -458,19 +496,18 @@ def get_one(
     if readers[r, R_ACTIVE] == 0:
         unlock(meta)
         return E_INACTIVE, 0, 0, 0, 0, 0
-    _advance_ready(nodes, sources, meta)
+    _advance_ready(nodes, sources, meta, ready)
+    size = ready.shape[0]
     pos = readers[r, R_POS]
-    tail = meta[M_READY_TAIL]
-    found = NIL
-    while found == NIL and pos != tail:
-        pos = nodes[pos, N_NEXT]
-        if nodes[pos, N_KIND] not in (DUMMY, FLUSH):
-            found = pos
-    readers[r, R_POS] = pos
+    end = meta[M_READY_END]
+    while pos != end and ready[pos % size, N_KIND] in (DUMMY, FLUSH):
+        pos += 1
+    found = pos != end
+    readers[r, R_POS] = pos + 1 if found else pos
     unlock(meta)
-    if found == NIL:
+    if not found:
         return OK, 0, 0, 0, 0, 0
-    row = nodes[found]
+    row = ready[pos % size]
     return 1, row[N_TS], row[N_SRC], row[N_SEQ], row[N_KIND], row[N_PAYLOAD]
 
 
@@ -495,11 +532,11 @@ def change_readers(readers: I64, meta: I64, ids: I64, by: int, add: bool) -> int
 
 @_jit
 def _admit_marker(
-    nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, i: int, leaving: bool
+    nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, ready: I64, i: int, leaving: bool
 ) -> bool:
     """Whether flow control admits a DUMMY/FLUSH node at source ``i``'s frontier."""
-    _advance_ready(nodes, sources, meta)
-    room = _make_room(nodes, sources, readers, free, meta, 1)
+    _advance_ready(nodes, sources, meta, ready)
+    room = _make_room(nodes, sources, readers, free, meta, ready, 1)
     b_ts, b_src = ready_bound(sources, meta, i if leaving else -1)
     if room == 0:
         return False
@@ -510,7 +547,15 @@ def _admit_marker(
 
 @_jit
 def change_sources(
-    nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, ids: I64, by: int, add: bool
+    nodes: I64,
+    sources: I64,
+    readers: I64,
+    free: I64,
+    meta: I64,
+    ready: I64,
+    ids: I64,
+    by: int,
+    add: bool,
 ) -> int:
     """Add sources (Lemma 3) or remove them, all or none: OK, REFUSED, E_CLOSED or BUSY.
 
@@ -541,7 +586,7 @@ def change_sources(
             sources[i, S_FINGER:] = sources[by, S_FINGER:]
             meta[M_SRC_HI] = max(meta[M_SRC_HI], i + 1)
         if sources[i, S_DONE] == 0:
-            if _admit_marker(nodes, sources, readers, free, meta, i, not add):
+            if _admit_marker(nodes, sources, readers, free, meta, ready, i, not add):
                 kind = DUMMY if add else FLUSH
                 _insert(nodes, sources, free, meta, i, sources[i, S_FRONTIER], kind, 0)
             else:  # a skipped marker keeps its seq: seq values never depend on timing
@@ -552,23 +597,25 @@ def change_sources(
 
 
 @_jit
-def occupancy(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64) -> int:
+def occupancy(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, ready: I64) -> int:
     """Reclaim, then count the nodes held; or BUSY."""
     if not try_lock(meta):
         return BUSY
-    _advance_ready(nodes, sources, meta)
-    _reclaim(nodes, sources, readers, free, meta)
+    _advance_ready(nodes, sources, meta, ready)
+    _reclaim(nodes, sources, readers, free, meta, ready)
     held = free.shape[0] - meta[M_FREE_TOP] - meta[M_UNUSED]
     unlock(meta)
     return int(held)
 
 
 @_jit
-def admits(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, s: int, ts: I64) -> int:
+def admits(
+    nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, ready: I64, s: int, ts: I64
+) -> int:
     """Return how many of ``ts`` source ``s`` may add now without waiting (n or FULL); BUSY."""
     if not try_lock(meta):
         return BUSY
-    admitted = _admit(nodes, sources, readers, free, meta, s, ts, False)
+    admitted = _admit(nodes, sources, readers, free, meta, ready, s, ts, False)
     unlock(meta)
     return admitted
 

@@ -1,6 +1,6 @@
 """Node kinds, status codes and the column layout of the ESG's preallocated arrays.
 
-The gate keeps all of its state in five int64 arrays so that the Numba kernels can run
+The gate keeps all of its state in six int64 arrays so that the Numba kernels can run
 without the GIL (see ``docs/scalegate.md``):
 
 ``nodes[capacity + 1, N_NEXT + levels]``
@@ -8,7 +8,7 @@ without the GIL (see ``docs/scalegate.md``):
 ``sources[max_sources, S_FINGER + levels]``
     One row per source: its handle (Figure 4 of the paper) as a search finger per level.
 ``readers[max_readers, 2]``
-    One row per reader: its handle, the last node it passed.
+    One row per reader: its handle, the number of ready nodes it passed.
 ``free[capacity]``
     A stack of the node rows reclaimed and free again; ``meta[M_FREE_TOP]`` rows of it
     are valid. Rows never used yet are not on it: they are the last ``meta[M_UNUSED]``
@@ -17,7 +17,13 @@ without the GIL (see ``docs/scalegate.md``):
     held at once, not the capacity.
 ``meta[M_LEN]``
     The spinlock cell, the free-stack top, the level generator, the id high-water marks,
-    the ready prefix (its last node and length) and the flow-control reserve.
+    the ready prefix (its last node and length, and the count of nodes ever made ready)
+    and the flow-control reserve.
+``ready[capacity, N_PAYLOAD + 1]``
+    The ready log: a ring holding ``(ts, source, seq, kind, payload)`` of each node that
+    joined the ready prefix, ready node ``i`` (counted from the gate's start) at row
+    ``i % capacity``. Readers copy from it, so they read consecutive memory instead of
+    walking rows another thread wrote; it holds every ready node still linked.
 
 The kernels compile these values in, and Numba's on-disk cache keys a kernel on its own
 file only: after editing this module, delete ``scalegate/__pycache__/*.nb[ic]``.
@@ -64,7 +70,7 @@ S_FRONTIER: Final = 2
 S_SEQ: Final = 3
 S_FINGER: Final = 4
 
-# readers: active, position (the last node passed, HEAD before the first)
+# readers: active, position (the number of ready nodes passed: an index into the ready log)
 R_ACTIVE: Final = 0
 R_POS: Final = 1
 R_COLUMNS: Final = 2
@@ -81,7 +87,8 @@ M_RESERVE: Final = 22  # rows only the bound source may fill (flow control)
 M_SCRATCH: Final = 23  # two cells the lock holder uses as 1-element arrays
 M_UNUSED: Final = 25  # rows never used yet: the last M_UNUSED rows of nodes (untouched pages)
 M_SINCE: Final = 26  # rows taken since the last reclamation (it runs at most every used / 8)
-M_LEN: Final = 27
+M_READY_END: Final = 27  # nodes ever made ready: the ready log's end (readers' positions)
+M_LEN: Final = 28
 
 # Kernel status codes: >= 0 is success (a count), negative values are failures.
 OK: Final = 0

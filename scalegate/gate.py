@@ -38,6 +38,7 @@ from scalegate._nodes import (
     M_FREE_TOP,
     M_LEN,
     M_RDR_HI,
+    M_READY_END,
     M_READY_N,
     M_READY_TAIL,
     M_RESERVE,
@@ -47,6 +48,7 @@ from scalegate._nodes import (
     N_HEIGHT,
     N_KIND,
     N_NEXT,
+    N_PAYLOAD,
     N_SEQ,
     N_SRC,
     N_TS,
@@ -155,6 +157,7 @@ class ElasticScaleGate:
         self._sources[:, S_FRONTIER] = TS_MIN
         self._readers = np.zeros((max_readers, R_COLUMNS), dtype=np.int64)
         self._free = lazy_zeros((capacity,))
+        self._ready = lazy_zeros((capacity, N_PAYLOAD + 1))  # the ready log (a ring)
         self._meta = np.zeros(M_LEN, dtype=np.int64)
         self._meta[M_FREE_TOP] = 0
         self._meta[M_UNUSED] = capacity
@@ -166,7 +169,14 @@ class ElasticScaleGate:
         for r in self._ids(readers, max_readers, "reader"):
             self._readers[r, R_ACTIVE] = 1
             self._meta[M_RDR_HI] = max(self._meta[M_RDR_HI], r + 1)
-        self._state = (self._nodes, self._sources, self._readers, self._free, self._meta)
+        self._state = (
+            self._nodes,
+            self._sources,
+            self._readers,
+            self._free,
+            self._meta,
+            self._ready,
+        )
 
     @property
     def capacity(self) -> int:
@@ -357,7 +367,8 @@ class ElasticScaleGate:
             ValueError: ``reader_id`` is not an active reader.
 
         """
-        args = (self._nodes, self._sources, self._readers, self._meta, self._reader_id(reader_id))
+        r = self._reader_id(reader_id)
+        args = (self._nodes, self._sources, self._readers, self._meta, self._ready, r)
         attempt = 0
         while (res := k.get_one(*args))[0] == BUSY:
             _backoff(attempt)
@@ -505,10 +516,10 @@ class ElasticScaleGate:
             _backoff(attempt)
             attempt += 1
         try:
-            nodes, sources, readers, free, meta = (a.copy() for a in self._state)
+            nodes, sources, readers, free, meta, ready = (a.copy() for a in self._state)
         finally:
             k.unlock(self._meta)
-        _check_state(nodes, sources, readers, free, meta)
+        _check_state(nodes, sources, readers, free, meta, ready)
 
     # -- argument checks --------------------------------------------------------------------
 
@@ -530,7 +541,7 @@ class ElasticScaleGate:
         return r if 0 <= r < self._max_readers else self._ids((r,), self._max_readers, "reader")[0]
 
 
-def _check_state(nodes: Any, sources: Any, readers: Any, free: Any, meta: Any) -> None:
+def _check_state(nodes: Any, sources: Any, readers: Any, free: Any, meta: Any, log: Any) -> None:
     """Assert the invariants of the gate's arrays (see ``ElasticScaleGate._check``)."""
     capacity, levels = free.shape[0], nodes.shape[1] - N_NEXT
     key = [tuple(row) for row in nodes[:, N_TS : N_SEQ + 1].tolist()]
@@ -558,10 +569,14 @@ def _check_state(nodes: Any, sources: Any, readers: Any, free: Any, meta: Any) -
     assert position[tail] == meta[M_READY_N], "the ready count does not match the cursor"
     # Flow control: one row is always free or ready, so the bound source can add.
     assert ready.count(False) <= capacity - 1, "unready nodes fill the gate"
+    end, held = int(meta[M_READY_END]), int(meta[M_READY_N])
+    logged = [log[i % log.shape[0]].tolist() for i in range(end - held, end)]
+    linked = [nodes[x, : N_PAYLOAD + 1].tolist() for x in listed[1 : held + 1]]
+    assert logged == linked, "the ready log does not hold the ready nodes in order"
     for r in np.flatnonzero(readers[:, R_ACTIVE]):
         pos = int(readers[r, R_POS])
-        assert pos in position, f"reader {r} points to unlinked row {pos}"
-        assert position[pos] <= position[tail], f"reader {r} passed a node not ready"
+        assert pos >= end - held, f"reader {r} is at {pos}, before the nodes held"
+        assert pos <= end, f"reader {r} passed a node not ready"
     for s in range(meta[M_SRC_HI]):
         mine = [key[x] for x in listed[1:] if nodes[x, N_SRC] == s]
         assert all(k_[0] <= sources[s, S_FRONTIER] for k_ in mine), f"source {s} frontier"
