@@ -10,10 +10,11 @@ atomic loads returns ``BUSY``; the Python wrapper backs off (yield, then sleeps 
 
 Why a lock and not the lock-free ScaleGate of the paper: every operation is one short
 critical section over a few cache lines (a finger search that usually stops after a step
-or two, a copy of consecutive ready-log rows for readers), batches amortise the 5.6 ns CAS over many nodes, and
-the lock makes bounded capacity with reclamation, elastic reader/source sets and the
-``_check`` snapshot linearizable without hazard pointers or epochs, which Numba cannot
-express safely. Correctness first; ``benchmarks/bench_scalegate.py`` measures the cost.
+or two, a copy of consecutive ready-log rows for readers), batches amortise the 5.6 ns CAS
+over many nodes, and the lock makes bounded capacity with reclamation, elastic
+reader/source sets and the ``_check`` snapshot linearizable without hazard pointers or
+epochs, which Numba cannot express safely. Correctness first;
+``benchmarks/bench_scalegate.py`` measures the cost.
 
 Keys are (ts, source, seq), the total order of docs/design.md decision 2. A node is ready
 (Definition 3 with ties) iff ``(ts, source) <= B``, B the smallest ``(frontier, id)`` over
