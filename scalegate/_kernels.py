@@ -50,6 +50,7 @@ from scalegate._nodes import (
     HEAD,
     M_FREE_TOP,
     M_LOCK,
+    M_LOG_MASK,
     M_RDR_HI,
     M_READY_END,
     M_READY_N,
@@ -163,12 +164,13 @@ def _advance_ready(nodes: I64, sources: I64, meta: I64, ready: I64) -> None:
     tail = meta[M_READY_TAIL]
     count = meta[M_READY_N]
     end = meta[M_READY_END]
-    size = ready.shape[0]
     x = nodes[tail, N_NEXT]
     while x != NIL and not _pair_less(b_ts, b_src, nodes[x, N_TS], nodes[x, N_SRC]):
+        if count > meta[M_LOG_MASK]:  # every row of the ring holds a ready node
+            _grow_log(ready, meta, end, count)
         tail = x
         count += 1
-        slot = end % size
+        slot = end & meta[M_LOG_MASK]
         for c in range(N_PAYLOAD + 1):
             ready[slot, c] = nodes[x, c]
         end += 1
@@ -176,6 +178,21 @@ def _advance_ready(nodes: I64, sources: I64, meta: I64, ready: I64) -> None:
     meta[M_READY_TAIL] = tail
     meta[M_READY_N] = count
     meta[M_READY_END] = end
+
+
+@_jit
+def _grow_log(ready: I64, meta: I64, end: int, held: int) -> None:
+    """Double the ready log's ring; entries ``end - held .. end - 1`` keep their index.
+
+    Entry i moves from row ``i & (size - 1)`` to ``i & (2 size - 1)``: the rows of the new
+    upper half, unused so far, so no entry is overwritten. O(held).
+    """
+    size = meta[M_LOG_MASK] + 1
+    for i in range(end - held, end):
+        if i & size:
+            for c in range(N_PAYLOAD + 1):
+                ready[i & (2 * size - 1), c] = ready[i & (size - 1), c]
+    meta[M_LOG_MASK] = 2 * size - 1
 
 
 @_jit
@@ -458,18 +475,18 @@ def get_batch(
         if readers[r, R_ACTIVE] == 1:
             _advance_ready(nodes, sources, meta, ready)
             status = OK
-            size = ready.shape[0]
+            mask = meta[M_LOG_MASK]
             start = stop = readers[r, R_POS]
             end = meta[M_READY_END]
             while n < max_n and stop != end:
-                n += ready[stop % size, N_KIND] not in (DUMMY, FLUSH)
+                n += ready[stop & mask, N_KIND] not in (DUMMY, FLUSH)
                 stop += 1
     cols = np.empty((4, n), dtype=np.int64)
     kinds = np.empty(n, dtype=np.int8)
     if status == OK:
         i = 0
         for pos in range(start, stop):
-            row = ready[pos % size]
+            row = ready[pos & mask]
             if row[N_KIND] not in (DUMMY, FLUSH):
                 cols[0, i] = row[N_TS]
                 cols[1, i] = row[N_SRC]
@@ -498,17 +515,17 @@ def get_one(
         unlock(meta)
         return E_INACTIVE, 0, 0, 0, 0, 0
     _advance_ready(nodes, sources, meta, ready)
-    size = ready.shape[0]
+    mask = meta[M_LOG_MASK]
     pos = readers[r, R_POS]
     end = meta[M_READY_END]
-    while pos != end and ready[pos % size, N_KIND] in (DUMMY, FLUSH):
+    while pos != end and ready[pos & mask, N_KIND] in (DUMMY, FLUSH):
         pos += 1
     found = pos != end
     readers[r, R_POS] = pos + 1 if found else pos
     unlock(meta)
     if not found:
         return OK, 0, 0, 0, 0, 0
-    row = ready[pos % size]
+    row = ready[pos & mask]
     return 1, row[N_TS], row[N_SRC], row[N_SEQ], row[N_KIND], row[N_PAYLOAD]
 
 

@@ -19,11 +19,13 @@ without the GIL (see ``docs/scalegate.md``):
     The spinlock cell, the free-stack top, the level generator, the id high-water marks,
     the ready prefix (its last node and length, and the count of nodes ever made ready)
     and the flow-control reserve.
-``ready[capacity, N_PAYLOAD + 1]``
+``ready[2 ** ceil(log2(capacity)), N_PAYLOAD + 1]``
     The ready log: a ring holding ``(ts, source, seq, kind, payload)`` of each node that
     joined the ready prefix, ready node ``i`` (counted from the gate's start) at row
-    ``i % capacity``. Readers copy from it, so they read consecutive memory instead of
-    walking rows another thread wrote; it holds every ready node still linked.
+    ``i & meta[M_LOG_MASK]``. Readers copy from it, so they read consecutive memory
+    instead of walking rows another thread wrote; it holds every ready node still linked.
+    The ring starts at 1,024 rows and doubles when the ready nodes held would not fit, so
+    its memory, like that of ``nodes``, follows the most nodes held at once.
 
 The kernels compile these values in, and Numba's on-disk cache keys a kernel on its own
 file only: after editing this module, delete ``scalegate/__pycache__/*.nb[ic]``.
@@ -88,7 +90,8 @@ M_SCRATCH: Final = 23  # two cells the lock holder uses as 1-element arrays
 M_UNUSED: Final = 25  # rows never used yet: the last M_UNUSED rows of nodes (untouched pages)
 M_SINCE: Final = 26  # rows taken since the last reclamation (it runs at most every used / 8)
 M_READY_END: Final = 27  # nodes ever made ready: the ready log's end (readers' positions)
-M_LEN: Final = 28
+M_LOG_MASK: Final = 28  # the ready log's ring size - 1 (a power of two, doubled as needed)
+M_LEN: Final = 29
 
 # Kernel status codes: >= 0 is success (a count), negative values are failures.
 OK: Final = 0

@@ -37,6 +37,7 @@ from scalegate._nodes import (
     HEAD,
     M_FREE_TOP,
     M_LEN,
+    M_LOG_MASK,
     M_RDR_HI,
     M_READY_END,
     M_READY_N,
@@ -71,6 +72,8 @@ from stretch.errors import CapacityError, StoppedError
 __all__ = ["ElasticScaleGate", "ReadyBatch"]
 
 _USER_KINDS = frozenset({DATA, CONTROL, WATERMARK})
+LOG_START_ROWS = 1024
+"""Rows of the ready log's ring at the start (it doubles as the ready nodes held grow)."""
 _YIELDS = 8  # back-off attempts that only yield before sleeping
 _FIRST_SLEEP_S = 1e-6
 _MAX_SLEEP_S = 1e-3
@@ -157,12 +160,14 @@ class ElasticScaleGate:
         self._sources[:, S_FRONTIER] = TS_MIN
         self._readers = np.zeros((max_readers, R_COLUMNS), dtype=np.int64)
         self._free = lazy_zeros((capacity,))
-        self._ready = lazy_zeros((capacity, N_PAYLOAD + 1))  # the ready log (a ring)
+        log_rows = 1 << (capacity - 1).bit_length()  # the ready log's ring grows up to this
+        self._ready = lazy_zeros((log_rows, N_PAYLOAD + 1))
         self._meta = np.zeros(M_LEN, dtype=np.int64)
         self._meta[M_FREE_TOP] = 0
         self._meta[M_UNUSED] = capacity
         self._meta[M_RNG] = 0x2545F491
         self._meta[M_RESERVE] = self.reserve = max(max_sources, capacity // 2)
+        self._meta[M_LOG_MASK] = min(log_rows, LOG_START_ROWS) - 1
         for s in self._ids(sources, max_sources, "source"):
             self._sources[s, S_ACTIVE] = 1
             self._meta[M_SRC_HI] = max(self._meta[M_SRC_HI], s + 1)
@@ -570,7 +575,9 @@ def _check_state(nodes: Any, sources: Any, readers: Any, free: Any, meta: Any, l
     # Flow control: one row is always free or ready, so the bound source can add.
     assert ready.count(False) <= capacity - 1, "unready nodes fill the gate"
     end, held = int(meta[M_READY_END]), int(meta[M_READY_N])
-    logged = [log[i % log.shape[0]].tolist() for i in range(end - held, end)]
+    mask = int(meta[M_LOG_MASK])
+    assert held <= mask + 1 <= log.shape[0], "the ready log's ring cannot hold the ready nodes"
+    logged = [log[i & mask].tolist() for i in range(end - held, end)]
     linked = [nodes[x, : N_PAYLOAD + 1].tolist() for x in listed[1 : held + 1]]
     assert logged == linked, "the ready log does not hold the ready nodes in order"
     for r in np.flatnonzero(readers[:, R_ACTIVE]):

@@ -18,6 +18,7 @@ from numba import config
 from sortedcontainers import SortedList
 
 from scalegate import CONTROL, DATA, DUMMY, FLUSH, TS_MAX, TS_MIN, WATERMARK, ElasticScaleGate
+from scalegate import gate as gate_module
 from stretch.errors import CapacityError
 
 MAX_SOURCES = 4
@@ -167,11 +168,17 @@ class GateMachine(RuleBasedStateMachine):
         capacity=st.sampled_from([5, 8, 16, 1024]),
         n_sources=st.integers(1, 3),
         n_readers=st.integers(0, 2),
+        log_start_rows=st.sampled_from([1, 2, gate_module.LOG_START_ROWS]),
     )
-    def start(self, capacity: int, n_sources: int, n_readers: int) -> None:
-        self.gate = ElasticScaleGate(
-            range(n_sources), range(n_readers), capacity, MAX_SOURCES, MAX_READERS, block=False
-        )
+    def start(self, capacity: int, n_sources: int, n_readers: int, log_start_rows: int) -> None:
+        saved = gate_module.LOG_START_ROWS
+        gate_module.LOG_START_ROWS = log_start_rows  # a small ring doubles as nodes get ready
+        try:
+            self.gate = ElasticScaleGate(
+                range(n_sources), range(n_readers), capacity, MAX_SOURCES, MAX_READERS, block=False
+            )
+        finally:
+            gate_module.LOG_START_ROWS = saved
         self.model = Model(range(n_sources), range(n_readers), capacity)
         self.payload = 0
 
