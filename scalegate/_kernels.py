@@ -210,7 +210,7 @@ def _random_height(meta: I64, levels: int) -> int:
 
 
 @_jit
-def _reclaim(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, ready: I64) -> None:
+def _reclaim(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64) -> None:
     """Free the ready nodes every active reader passed (all of them when there is none).
 
     Readers' positions count the ready nodes they passed, so the freed prefix is the
@@ -246,9 +246,7 @@ def _reclaim(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, ready
 
 
 @_jit
-def _make_room(
-    nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, ready: I64, need: int
-) -> int:
+def _make_room(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, need: int) -> int:
     """Return the number of free rows, reclaiming first if fewer than ``need`` are reused.
 
     Rows never used are taken only after a reclamation, so the rows touched follow the
@@ -259,7 +257,7 @@ def _make_room(
     """
     used = free.shape[0] - meta[M_UNUSED]
     if meta[M_FREE_TOP] < need and (meta[M_UNUSED] < need or 8 * meta[M_SINCE] >= used):
-        _reclaim(nodes, sources, readers, free, meta, ready)
+        _reclaim(nodes, sources, readers, free, meta)
     return int(meta[M_FREE_TOP] + meta[M_UNUSED])
 
 
@@ -348,7 +346,7 @@ def _admit(
     """
     n = ts.shape[0]
     _advance_ready(nodes, sources, meta, ready)
-    room = _make_room(nodes, sources, readers, free, meta, ready, n)
+    room = _make_room(nodes, sources, readers, free, meta, n)
     unready = free.shape[0] - room - meta[M_READY_N]
     o_ts, o_src = ready_bound(sources, meta, s)
     f = sources[s, S_FRONTIER]
@@ -554,7 +552,7 @@ def _admit_marker(
 ) -> bool:
     """Whether flow control admits a DUMMY/FLUSH node at source ``i``'s frontier."""
     _advance_ready(nodes, sources, meta, ready)
-    room = _make_room(nodes, sources, readers, free, meta, ready, 1)
+    room = _make_room(nodes, sources, readers, free, meta, 1)
     b_ts, b_src = ready_bound(sources, meta, i if leaving else -1)
     if room == 0:
         return False
@@ -620,7 +618,7 @@ def occupancy(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, read
     if not try_lock(meta):
         return BUSY
     _advance_ready(nodes, sources, meta, ready)
-    _reclaim(nodes, sources, readers, free, meta, ready)
+    _reclaim(nodes, sources, readers, free, meta)
     held = free.shape[0] - meta[M_FREE_TOP] - meta[M_UNUSED]
     unlock(meta)
     return int(held)
