@@ -106,6 +106,15 @@ def _band_cell(key: float, width: float, cells: NDArray[np.int64], k: int) -> No
         cells[0, k], cells[1, k], cells[2, k] = NOT_FINITE, 1, 0
 
 
+@njit(inline="always")
+def _key_slots(slot_keys: NDArray[np.int64], keys: int) -> NDArray[np.int64]:
+    """Each key's slot in a slab (``slot_keys[s]`` is slot s's key), -1 if it has none."""
+    key_slot = np.full(keys, -1, np.int64)
+    for s in range(slot_keys.shape[0]):
+        key_slot[slot_keys[s]] = s
+    return key_slot
+
+
 @njit(nogil=True, cache=True)
 def band_cells(keys: NDArray[np.float64], width: float) -> NDArray[np.int64]:
     """Each key's cell and the first and last cells its probe reads, as rows (3, n).
@@ -428,9 +437,7 @@ def _indexed_join(
     slots = slot_keys.shape[0]
     if slots == 0:
         return DONE
-    key_slot = np.full(keys, -1, np.int64)
-    for s in range(slots):
-        key_slot[slot_keys[s]] = s
+    key_slot = _key_slots(slot_keys, keys)
     hits = np.empty((GROUP, capacity // BLOCK + 1), np.int64)
     rows = np.empty(GROUP, np.int64)
     stored = np.empty(GROUP, np.int64)
@@ -595,9 +602,7 @@ def store_cells(
     slots = slot_keys.shape[0]
     if slots == 0:
         return
-    key_slot = np.full(keys, -1, np.int64)
-    for s in range(slots):
-        key_slot[slot_keys[s]] = s
+    key_slot = _key_slots(slot_keys, keys)
     at = tails.copy()
     for q in range(before.min(), after.max()):
         s = key_slot[run_seq[q] % keys]

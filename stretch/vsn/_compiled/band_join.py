@@ -412,13 +412,14 @@ class BandJoinKernel:
         slab = self.slabs[instance.j] = slab.reserve(extra)
         audit_groups(instance, self.groups[owned])
         held = tuple(store.rows() for store in instance.shared.sources)
+        bases = np.array([held[0].base, held[1].base], dtype=np.int64)
         run = _Run(
             # The band: the join's O+ window is one tick longer than WS.
             (self.keys, self.op.ws_ms - 1, self.op.wa_ms, np.zeros(len(owned), np.int64), ts,
              source, seq),
             tuple(tuple(held[side].column(c) for c in self.join.reads[side]) for side in (0, 1)),
-            np.array([held[0].base, held[1].base], dtype=np.int64),
-            None if self.band is None else self._run_cells(held, source, seq),
+            bases,
+            None if self.band is None else self._run_cells(held, bases, source, seq),
             np.empty((4, 1024), dtype=np.int64),
             np.zeros(3, dtype=np.int64),  # matches in out, comparisons, nested groups
         )  # fmt: skip
@@ -494,20 +495,26 @@ class BandJoinKernel:
         return left, right
 
     def _run_cells(
-        self, held: tuple[SourceRows, ...], source: NDArray[np.int64], seq: NDArray[np.int64]
+        self,
+        held: tuple[SourceRows, ...],
+        bases: NDArray[np.int64],
+        source: NDArray[np.int64],
+        seq: NDArray[np.int64],
     ) -> NDArray[np.int64]:
-        """Each run tuple's cell and its probe's first and last cells (``band_cells``)."""
+        """Each run tuple's cell and its probe's first and last cells (``band_cells``).
+
+        ``bases``: the sequence number of each side's first held row.
+        """
         assert self.band is not None
         if self.band.key is None:  # each side's key is a column's value
             (left,), (right,) = self.band.reads
-            bases = np.array([held[0].base, held[1].base], dtype=np.int64)
             return run_band_cells(
                 source, seq, bases, held[0].column(left), held[1].column(right), self.band.width
             )
         keys = np.empty(source.shape[0], dtype=np.float64)
         for side in (0, 1):
             mine = (source == 0) if side == 0 else (source != 0)
-            rows = seq[mine] - held[side].base
+            rows = seq[mine] - bases[side]
             columns = tuple(held[side].column(name)[rows] for name in self.band.reads[side])
             keys[mine] = self.band.keys(side, columns)
         return band_cells(keys, self.band.width)
