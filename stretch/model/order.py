@@ -45,14 +45,15 @@ def in_stream_order(table: pa.Table) -> pa.Table:
     tied[1:] = ts[1:] == ts[:-1]
     tied[:-1] |= tied[1:]
     every = bool(tied.all())
-    rows = pa.array(np.flatnonzero(tied) if by_ts is None else by_ts[tied])
+    rows = np.flatnonzero(tied) if by_ts is None else by_ts[tied]
+    taken = pa.array(rows)
     names = [name for name in table.column_names if name != TS]
     keys = np.zeros((len(names), len(ts)), dtype=np.int64)  # only tied rows' keys matter
     for c, name in enumerate(names):
         if every:
             keys[c] = _key(table.column(name))
         else:
-            keys[c, rows.to_numpy()] = _key(table.column(name).take(rows))
+            keys[c, rows] = _key(table.column(name).take(taken))
     if by_ts is not None:
         keys = keys[:, by_ts]
     order = order_ties(np.ascontiguousarray(ts, dtype=np.int64), keys)
