@@ -369,7 +369,7 @@ class VSNInstance:
 
         """
         shared = self.shared
-        self._release()
+        self._release(at_barrier=True)
         left = self.plan
         trigger_ts = int(nodes.ts[i])
 
@@ -386,18 +386,24 @@ class VSNInstance:
         self.oplus.set_owned_groups(groups_of(target.mapping, self.j))
         return True
 
-    def _release(self) -> None:
+    def _release(self, at_barrier: bool = False) -> None:
         """Move buffered rows with ``ts <= W`` to ESG_out, then the watermark W (Lemma 2).
 
         The buffered blocks are merged here, once per run of nodes; the rows released get
         consecutive ESG_out payloads (the pool's row ids), the rest stay buffered.
+
+        ``at_barrier``: the rows with ``ts == W`` stay buffered too (they go at the next
+        release, after the switch). The other instances stop at the barrier with their
+        watermark W as their frontier in ESG_out, where this instance's rows at W are not
+        ready if it has the higher index: more of them than ESG_out's room would wait for
+        room forever. Every row before W is ready once they arrive, so that add ends.
         """
         shared = self.shared
         watermark = self.oplus.watermark
         self._seal_rows()
         if self._blocks:
             buffered = OutputBlock.merge(self._blocks)
-            cut = int(np.searchsorted(buffered.ts, watermark, side="right"))
+            cut = int(np.searchsorted(buffered.ts, watermark, "left" if at_barrier else "right"))
             self._blocks = [buffered.slice(cut, len(buffered))] if cut < len(buffered) else []
             if cut:
                 ready = buffered.slice(0, cut)

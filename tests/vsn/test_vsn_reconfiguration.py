@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from stretch.errors import InputError, LateTupleError, ReconfigurationError
+from stretch.generate import tweets
 from stretch.model.oplus import OPlus, Payload, State, StreamTuple, Windows, WindowType
 from stretch.model.schema import Schema
 from stretch.model.sn import run_sn
@@ -219,3 +220,19 @@ def test_a_switch_completes_without_further_input(second_source_fed: bool) -> No
         assert pipeline.join(TIMEOUT_S)
         out, _ = pipeline.output()
     assert out.equals(run_sn(op, [left, right]))
+
+
+def test_more_rows_at_the_barriers_watermark_than_esg_out_holds() -> None:
+    """A window's rows at the barrier's watermark W stay buffered over the switch.
+
+    Paircount closes a window with thousands of rows at one ts. At a barrier the other
+    instances stop with W as their ESG_out frontier, where a higher instance's rows at W
+    are not ready, so releasing more of them than ESG_out (4,096 nodes here) holds used
+    to wait for room forever.
+    """
+    op = build("paircount", {"wa": 100, "ws": 300, "b": 2})
+    tables = tweets(1500, 1000.0, seed=6)
+    schedule = [(300, 3, None), (900, 1, None), (1500, 2, None)]
+    out, pipeline = run_schedule(op, tables, 2, 3, schedule)
+    assert out.equals(run_sn(op, tables))
+    assert [r.to_parallelism for r in pipeline.reconfigurations()] == [3, 1, 2]
