@@ -278,8 +278,10 @@ class ReconfigurationInfo(BaseModel):
     to: int
     duration_ms: float | None = Field(description="call -> completion; null while pending")
     trigger_ts: int | None = None
-    cause: Literal["manual", "autoscale"] = Field(
-        default="manual", description="who asked: a client (manual) or the autoscaler"
+    cause: Literal["manual", "autoscale", "compaction"] = Field(
+        default="manual",
+        description="who asked: a client (manual), the autoscaler, or the runtime itself "
+        "(compaction: a barrier at the same plan to compact its string dictionary)",
     )
     reason: str | None = Field(default=None, description="the autoscaler's reason")
 

@@ -9,6 +9,7 @@ kernel sees them. Every tuple of a source also gets a sequence number, so the to
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,17 +24,21 @@ __all__ = ["Batch", "StringDictionary"]
 
 
 class StringDictionary:
-    """An append-only string <-> int32 code table, safe to share between threads.
+    """A string <-> int32 code table, safe to share between threads.
 
-    Codes are handed out in order of first appearance, so the encoding of a stream is
-    the same whatever the parallelism. The strings live as UTF-8 bytes in one arena
-    (``ByteTable``): encoding a column and decoding codes are compiled loops over Arrow
-    buffers, and each distinct string costs its bytes plus about 40.
+    Codes are handed out in order of first appearance, and equal strings get equal codes.
+    The strings live as UTF-8 bytes in one arena (``ByteTable``): encoding a column and
+    decoding codes are compiled loops over Arrow buffers, and each distinct string costs
+    its bytes plus about 40. ``compact`` drops the strings no code in use names any more
+    (their codes go to later new strings), so a long stream of distinct strings keeps
+    only those of the rows still held.
     """
 
     def __init__(self) -> None:
         self._table = ByteTable()
         self._lock = threading.Lock()
+        self._compacted_bytes = 0  # held_bytes right after the last compaction
+        self.compactions = 0
 
     def __len__(self) -> int:
         return len(self._table)
@@ -53,6 +58,32 @@ class StringDictionary:
         if not codes:
             return np.empty(0, dtype=np.int32)
         return np.concatenate(codes).astype(np.int32)
+
+    def due(self, limit: int) -> bool:
+        """Whether a compaction is due: the strings take ``limit`` bytes and twice the last's.
+
+        A string takes its bytes plus about 40 (not counting the room the arrays keep);
+        the last's: what the strings kept by the last compaction took. Twice: the strings
+        still in use after a compaction are paid for again only once as many came after
+        them, so compacting costs O(1) per string added.
+        """
+        return self._table.held_bytes >= max(limit, 2 * self._compacted_bytes)
+
+    def compact(self, in_use: Iterable[NDArray[np.integer[Any]]]) -> int:
+        """Drop every string whose code is in none of ``in_use``; return how many went.
+
+        ``in_use`` must hold every code anyone may still decode or compare: the caller
+        stops every encoder and decoder meanwhile (a pipeline does it at an epoch barrier,
+        holding its sources' locks). Codes in use keep their strings. O(codes + bytes kept).
+        """
+        with self._lock:
+            keep = np.zeros(self._table.numbers, dtype=np.bool_)
+            for codes in in_use:
+                keep[codes] = True
+            gone = self._table.retain(keep)
+            self._compacted_bytes = self._table.held_bytes
+            self.compactions += 1
+        return gone
 
     def decode(self, codes: NDArray[np.int32]) -> list[str]:
         """The strings of ``codes``. O(len(codes))."""

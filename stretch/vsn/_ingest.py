@@ -245,6 +245,12 @@ class SourceStore:
             allowed_lateness_ms=self.reorder.allowed_lateness_ms,
         )
 
+    def codes_in_use(self) -> list[NDArray[np.int32]]:
+        """The string codes of the rows held, a column each (the caller holds the lock)."""
+        held = self._rows
+        stop = self._length - held.base
+        return [held.columns[name][:stop] for name, kind in self.schema if kind is ColumnType.STR]
+
     def rows(self) -> SourceRows:
         """The rows held now (valid for every sequence number added so far from ``base``)."""
         return self._rows

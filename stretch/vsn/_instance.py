@@ -123,6 +123,9 @@ class CompiledOperator(Protocol):
     def switch(self, plan: EpochPlan) -> None:
         """Re-partition the kernel's state for ``plan``'s mapping (no instance is running)."""
 
+    def codes_in_use(self) -> list[NDArray[np.int32]]:
+        """The string codes its state keeps (no instance is running), for a compaction."""
+
 
 class SharedPool(Protocol):
     """What an instance uses of the pool it belongs to (``stretch.vsn._pool.InstancePool``).

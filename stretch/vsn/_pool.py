@@ -42,6 +42,9 @@ class InstancePool:
         max_parallelism: n, the pool size.
         compiled: The operator's kernel path, if it has one.
         audit: If given, every key-group access is checked against Theorem 3.
+        at_barrier: Run by the last instance at each epoch barrier, before the switch,
+            while no instance runs (the pipeline compacts its string dictionary there).
+        on_switch: Run after each switch, with the plan switched to.
 
     """
 
@@ -55,6 +58,7 @@ class InstancePool:
         max_parallelism: int,
         compiled: CompiledOperator | None = None,
         audit: OwnershipAudit | None = None,
+        at_barrier: Callable[[], None] | None = None,
         on_switch: Callable[[EpochPlan], None] | None = None,
     ) -> None:
         self.op = op
@@ -72,6 +76,7 @@ class InstancePool:
         self.drainer_wake = threading.Event()
         self.drained_ts = -END_OF_INPUT  # the output log's watermark D (set by the drainer)
         self.current = first_plan
+        self._at_barrier = at_barrier
         self._on_switch = on_switch
         self.output_schema = op.output.arrow()
         self._blocks: dict[int, OutputBlock] = {}  # by their first row id, increasing
@@ -220,6 +225,8 @@ class InstancePool:
 
         """
         old, new = left.parallelism, target.parallelism
+        if self._at_barrier is not None:
+            self._at_barrier()
         if self.compiled is not None:
             self.compiled.switch(target)
         if new > old:

@@ -71,7 +71,8 @@ class ReconfigurationRecord:
         requested_ns: When ``reconfigure`` was called.
         completed_ns: When the switch was done (``None`` while pending).
         trigger_ts: The ``ts`` of the control tuple it switched at (Lemma 3's lower bound).
-        cause: Who asked: ``"manual"`` (a caller of ``reconfigure``) or ``"autoscale"``.
+        cause: Who asked: ``"manual"`` (a caller of ``reconfigure``), ``"autoscale"`` or
+            ``"compaction"`` (the pipeline, to compact its string dictionary at a barrier).
         reason: Why, in words, if the caller said (an autoscale decision's reason).
 
     """

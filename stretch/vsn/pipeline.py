@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from typing import Literal
 
 import numpy as np
@@ -149,7 +150,8 @@ class Pipeline:
             max_parallelism,
             compile_operator(op) if settings.compiled else None,
             OwnershipAudit() if settings.audit else None,
-            self._on_switch,
+            at_barrier=self._compact_dictionary,
+            on_switch=self._on_switch,
         )
         self._feeder = Feeder(self._esg_in, self._pool, self._sources)
         self._feeder.trim_rows = settings.trim_rows
@@ -163,6 +165,7 @@ class Pipeline:
             self._resume_ts = resume.output.complete_before
         self._latest = first
         self._reconfigure_lock = threading.Lock()
+        self._compaction_epoch = -1  # the epoch of the latest compaction requested
         self._drained_ts = -END_OF_INPUT
         self._chain_threads: list[threading.Thread] = []
         self._drainer = threading.Thread(target=self._drain, name=f"vsn-{op.name}-out", daemon=True)
@@ -231,6 +234,7 @@ class Pipeline:
             self._release(store, store.reorder.push(data))
         self._pool.wake_all()
         self._feeder.help(store)
+        self._request_compaction()
         return Admission(len(ts), dropped, int(ts.min()) if len(ts) else None)
 
     def _admit(self, store: SourceStore, data: pa.Table) -> None:
@@ -307,6 +311,7 @@ class Pipeline:
             self._release(store, store.reorder.advance(ts))
         self._pool.wake_all()
         self._feeder.help(store)
+        self._request_compaction()
 
     def close(self, source: int | None = None) -> None:
         """End of input for ``source`` (or every source): flushes every window.
@@ -322,6 +327,7 @@ class Pipeline:
         self._pool.wake_all()
         for store in stores:
             self._feeder.help(store)
+        self._request_compaction()
 
     def _release(self, store: SourceStore, rows: pa.Table | None) -> None:
         """Store the rows the reorder buffer freed and move what fits into ESG_in."""
@@ -350,7 +356,8 @@ class Pipeline:
         Args:
             parallelism: m*, 1..n (None keeps the latest requested count).
             mapping: f_mu* over the G key groups into ``0..m*-1`` (None: round robin).
-            cause: Who asks, for the record: ``"manual"`` or ``"autoscale"``.
+            cause: Who asks, for the record: ``"manual"`` or ``"autoscale"`` (the
+                pipeline itself asks with ``"compaction"``, see ``_request_compaction``).
             reason: Why, for the record (an autoscale decision's reason).
 
         Raises:
@@ -361,52 +368,68 @@ class Pipeline:
 
         """
         with self._reconfigure_lock:
-            epoch = self._latest.epoch + 1
-            pending = self._latest.epoch - self._pool.current.epoch
-            limit = self.settings.max_pending_reconfigurations
-            if limit is not None and pending >= limit:
-                msg = (
-                    f"operator {self.op.name!r}: {pending} reconfigurations are pending "
-                    f"(epoch {self._pool.current.epoch} is in force); each completes once "
-                    "the instances have processed the input before it; retry later"
-                )
-                raise CapacityError(msg)
-            try:
-                target = plan(
-                    epoch,
-                    self._latest.parallelism,
-                    self.max_parallelism,
-                    self.op.key_groups,
-                    parallelism,
-                    mapping,
-                    self.settings.shard,
-                )
-            except ReconfigurationError as exc:
-                msg = f"operator {self.op.name!r}: {exc}"
-                raise ReconfigurationError(msg) from exc
-            open_sources = [s for s in self._sources if not s.closed]
-            if not open_sources:
-                msg = f"operator {self.op.name!r}: epoch {epoch}: every input is closed"
-                raise ReconfigurationError(msg)
-            self._check_running()
-            self._pool.records[epoch] = ReconfigurationRecord(
+            epoch = self._queue(parallelism, mapping, cause, reason)
+        self._pool.wake_all()
+        return epoch
+
+    def _queue(
+        self,
+        parallelism: int | None,
+        mapping: Sequence[int] | None,
+        cause: str,
+        reason: str | None,
+        *,
+        limited: bool = True,
+    ) -> int:
+        """``reconfigure`` under ``_reconfigure_lock``, without the wake-up.
+
+        ``limited``: count against ``max_pending_reconfigurations`` (a compaction does not).
+        """
+        epoch = self._latest.epoch + 1
+        pending = self._latest.epoch - self._pool.current.epoch
+        limit = self.settings.max_pending_reconfigurations
+        if limited and limit is not None and pending >= limit:
+            msg = (
+                f"operator {self.op.name!r}: {pending} reconfigurations are pending "
+                f"(epoch {self._pool.current.epoch} is in force); each completes once "
+                "the instances have processed the input before it; retry later"
+            )
+            raise CapacityError(msg)
+        try:
+            target = plan(
                 epoch,
                 self._latest.parallelism,
-                target.parallelism,
-                target.requested_ns,
-                cause=cause,
-                reason=reason,
+                self.max_parallelism,
+                self.op.key_groups,
+                parallelism,
+                mapping,
+                self.settings.shard,
             )
-            self._pool.plans[epoch] = target
-            for old in sorted(self._pool.records)[: -self.settings.kept_reconfigurations]:
-                del self._pool.records[old]
-            self._latest = target
-            for store in open_sources:
-                with store.lock:
-                    if not store.closed:
-                        store.controls.append(epoch)
-                        self._feeder.feed(store)
-        self._pool.wake_all()
+        except ReconfigurationError as exc:
+            msg = f"operator {self.op.name!r}: {exc}"
+            raise ReconfigurationError(msg) from exc
+        open_sources = [s for s in self._sources if not s.closed]
+        if not open_sources:
+            msg = f"operator {self.op.name!r}: epoch {epoch}: every input is closed"
+            raise ReconfigurationError(msg)
+        self._check_running()
+        self._pool.records[epoch] = ReconfigurationRecord(
+            epoch,
+            self._latest.parallelism,
+            target.parallelism,
+            target.requested_ns,
+            cause=cause,
+            reason=reason,
+        )
+        self._pool.plans[epoch] = target
+        for old in sorted(self._pool.records)[: -self.settings.kept_reconfigurations]:
+            del self._pool.records[old]
+        self._latest = target
+        for store in open_sources:
+            with store.lock:
+                if not store.closed:
+                    store.controls.append(epoch)
+                    self._feeder.feed(store)
         return epoch
 
     def wait_epoch(self, epoch: int, timeout_s: float | None = None) -> bool:
@@ -419,6 +442,54 @@ class Pipeline:
                 )
                 and self._pool.current.epoch >= epoch
             )
+
+    def _request_compaction(self) -> None:
+        """Queue a barrier at the latest plan when the string dictionary is due a compaction.
+
+        One at a time; the compaction runs at that barrier, or at an earlier one
+        (``_compact_dictionary``). Nothing is queued once every input is closed.
+        """
+        limit = self.settings.compact_dictionary_bytes
+        if limit is None or not self._dictionary.due(limit):
+            return
+        with self._reconfigure_lock:
+            if self._pool.current.epoch < self._compaction_epoch:
+                return  # one is pending
+            latest = self._latest
+            reason = f"the string dictionary holds {self._dictionary.nbytes} bytes"
+            try:
+                self._compaction_epoch = self._queue(
+                    latest.parallelism, latest.mapping, "compaction", reason, limited=False
+                )
+            except (ReconfigurationError, StoppedError):
+                return  # every input is closed, or the pipeline stops: nothing to encode
+        self._pool.wake_all()
+
+    def _compact_dictionary(self) -> None:
+        """At an epoch barrier (no instance runs): drop the strings nothing uses any more.
+
+        The codes in use are those of the rows the sources hold and those the kernel's
+        state keeps (``CompiledOperator.codes_in_use``); the generic path keeps strings.
+        The sources' locks keep producers from encoding meanwhile.
+        """
+        limit = self.settings.compact_dictionary_bytes
+        if limit is None or not self._dictionary.due(limit):
+            return
+        with ExitStack() as locked:
+            for store in self._sources:
+                locked.enter_context(store.lock)
+            in_use = [codes for store in self._sources for codes in store.codes_in_use()]
+            if self._pool.compiled is not None:
+                in_use += self._pool.compiled.codes_in_use()
+            before = self._dictionary.nbytes
+            gone = self._dictionary.compact(in_use)
+        logger.info(
+            "operator %r: string dictionary compacted: %d strings dropped, %d -> %d bytes",
+            self.op.name,
+            gone,
+            before,
+            self._dictionary.nbytes,
+        )
 
     def _on_switch(self, target: EpochPlan) -> None:
         logger.debug("operator %r entered epoch %d", self.op.name, target.epoch)

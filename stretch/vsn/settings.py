@@ -47,6 +47,12 @@ class RuntimeSettings:
             many at once.
         audit: Check that no key group is touched by two instances in an epoch (tests).
         compiled: Run the operator's declared kernel (``OPlus.kernel``) if it has one.
+        compact_dictionary_bytes: The string dictionary (string columns' codes, shared
+            by the sources) drops the strings no held row or kernel state uses any more
+            once its strings take this many bytes (their UTF-8 plus about 40 each) and
+            twice what those kept by its last compaction took. It does so at an epoch
+            barrier, requesting one at the current plan (a reconfiguration with cause
+            ``"compaction"``). None: never.
         shard: The key groups this pipeline owns when the operator is sharded over
             several sidecars (docs/design.md "Sharding"); None: every group. Its output
             log then carries each row's cause (``CAUSE``) for the merge.
@@ -63,6 +69,7 @@ class RuntimeSettings:
     trim_rows: int = 1 << 16
     audit: bool = False
     compiled: bool = True
+    compact_dictionary_bytes: int | None = 64 << 20
     shard: Shard | None = None
 
     def __post_init__(self) -> None:
@@ -81,6 +88,7 @@ class RuntimeSettings:
             "max_pending_reconfigurations",
             "kept_reconfigurations",
             "trim_rows",
+            "compact_dictionary_bytes",
         ):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -114,7 +114,8 @@ class ReconfigurationStatus:
         to_parallelism: |O*|.
         duration_ms: Call -> completion, None while pending.
         trigger_ts: The ``ts`` of the control tuple it switched at (None while pending).
-        cause: ``"manual"`` or ``"autoscale"``.
+        cause: ``"manual"``, ``"autoscale"`` or ``"compaction"`` (the pipeline's own, at
+            the same plan, to compact its string dictionary).
         reason: Why, if the caller said.
         requested_ns: When ``reconfigure`` was called (``time.perf_counter_ns``).
         completed_ns: When the switch was done (None while pending).

@@ -75,6 +75,52 @@ def test_dictionary_grows_past_its_first_arena_and_index() -> None:
     assert dictionary.nbytes >= 600_000
 
 
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.text(max_size=6) | st.sampled_from(["a", "é", "x" * 300])),
+            st.sets(st.integers(0, 40)),
+        ),
+        max_size=12,
+    )
+)
+def test_compaction_keeps_the_codes_in_use_and_reuses_the_others(
+    steps: list[tuple[list[str], set[int]]],
+) -> None:
+    """Against a dict: kept strings keep their codes, dropped codes go to new strings."""
+    dictionary, model = StringDictionary(), {}
+    for values, kept in steps:
+        codes = dictionary.encode(pa.array(values, pa.string())).tolist()
+        for value, code in zip(values, codes, strict=True):
+            if value not in model:
+                assert code not in model.values()  # a code names one string at a time
+                model[value] = code
+            assert model[value] == code
+        assert dictionary.decode(np.array(codes, dtype=np.int32)) == values
+        in_use = [np.array(sorted(kept), dtype=np.int32)]
+        gone = dictionary.compact(c[c < dictionary._table.numbers] for c in in_use)
+        dropped = [v for v, c in model.items() if c not in kept]
+        assert gone == len(dropped)
+        for value in dropped:
+            del model[value]
+        assert len(dictionary) == len(model)
+        strings = list(model)
+        held = np.array([model[v] for v in strings], dtype=np.int32)
+        assert dictionary.decode(held) == strings
+    assert dictionary.compactions == len(steps)
+
+
+def test_compaction_packs_the_arena_and_hands_out_the_lowest_free_code() -> None:
+    dictionary = StringDictionary()
+    dictionary.encode([f"{i:04d}" * 100 for i in range(2000)])  # 800 KB of strings
+    grown = dictionary.nbytes
+    dictionary.compact([np.array([3, 1500], dtype=np.int32)])
+    assert len(dictionary) == 2
+    assert dictionary.nbytes < grown // 4
+    assert dictionary.decode(np.array([1500, 3], dtype=np.int32)) == ["1500" * 100, "0003" * 100]
+    assert dictionary.encode(["new", "0003" * 100, "newer"]).tolist() == [0, 3, 1]
+
+
 def test_conform_casts_ints_to_floats_and_drops_extra_columns() -> None:
     table = pa.table({"ts": [1], "extra": ["z"], "ok": [True], "x": [3], "n": [2], "word": ["w"]})
     out = conform(table, SCHEMA, "t.csv")

@@ -45,8 +45,8 @@ class TokenTable:
         """
         data, offsets = utf8_buffers(texts)
         found, row_offsets = split(data, offsets, hashtags)
-        before = len(self._table)
+        before = self._table.numbers  # never retained: new tokens take the next numbers
         numbers = self._table.number(data, found)
-        new = self._table.decoded(before, len(self._table))
+        new = self._table.decoded(before, self._table.numbers)
         self.strings.extend(new)
         return numbers, row_offsets, new

@@ -350,6 +350,10 @@ class AggregateKernel:
             OutputBlock.of_columns(schema, ends, cause, [keys, entries.values[order]])
         )
 
+    def codes_in_use(self) -> list[NDArray[np.int32]]:
+        """None: the keys are numbered by the operator's own table, not by string codes."""
+        return []
+
     def switch(self, plan: EpochPlan) -> None:
         """Move every entry to its key's owner under ``plan`` (no instance is running).
 

@@ -369,6 +369,10 @@ class BandJoinKernel:
             tuple(column_dtype(left[name]) for name in join.reads[0]),
             tuple(column_dtype(right[name]) for name in join.reads[1]),
         )
+        self.strings = tuple(  # the predicate's string columns (codes), by side
+            tuple(c for c, name in enumerate(join.reads[side]) if schema[name] is ColumnType.STR)
+            for side, schema in enumerate((left, right))
+        )
         self.slabs: dict[int, _Slab] = {}
         self.comparisons: dict[int, int] = {}
         self.nested_groups: dict[int, int] = {}
@@ -396,6 +400,18 @@ class BandJoinKernel:
                 kept = _Slab.gather(mine, self.dtypes, where, 0, self.band)
             slabs[j] = kept
         self.slabs = slabs
+
+    def codes_in_use(self) -> list[NDArray[np.int32]]:
+        """The string codes the slabs keep for their live tuples (the predicate compares them).
+
+        A grid's copies are of live tuples too, or of expired ones its probes purge first.
+        """
+        return [
+            slab.columns[side][c][_live(slab, side)]
+            for slab in self.slabs.values()
+            for side in (0, 1)
+            for c in self.strings[side]
+        ]
 
     def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
         """Join the run's tuples for the instance's keys; return the data tuples seen."""

@@ -49,6 +49,10 @@ class ForwardKernel:
     def switch(self, plan: EpochPlan) -> None:
         """Nothing to move: forward keeps no state."""
 
+    def codes_in_use(self) -> list[NDArray[np.int32]]:
+        """None: forward keeps no state."""
+        return []
+
     def _rows(
         self,
         instance: VSNInstance,
