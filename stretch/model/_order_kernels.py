@@ -1,4 +1,8 @@
-"""Numba kernel of ``in_stream_order``: rows of equal ``ts`` put in order of their content."""
+"""Numba kernels over int64 sort keys (one column per row): ordering rows and checking order.
+
+``order_ties`` is ``in_stream_order``'s: rows of equal ``ts`` put in order of their content;
+``keys_in_order`` checks the output's ``(ts, cause)`` keys (``OutputBlock``).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-__all__ = ["order_ties"]
+__all__ = ["keys_in_order", "order_ties"]
 
 _RUN = 16  # rows insertion-sorted before merging
 
@@ -80,3 +84,12 @@ def order_ties(ts: NDArray[np.int64], keys: NDArray[np.int64]) -> NDArray[np.int
                 break
         a = b
     return order if moved else order[:0]
+
+
+@njit(nogil=True, cache=True)
+def keys_in_order(keys: NDArray[np.int64]) -> bool:
+    """Whether the columns of ``keys`` are in lexicographic order (ties allowed). O(n)."""
+    for i in range(keys.shape[1] - 1):  # noqa: SIM110 - Numba compiles no generator into all()
+        if _less(keys, i + 1, i):
+            return False
+    return True

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from stretch.model._order_kernels import keys_in_order
 from stretch.model.instance import OutputRow
 from stretch.model.schema import Schema
 
@@ -121,6 +122,17 @@ class OutputBlock:
         if all(a.key[:, -1].tolist() <= b.key[:, 0].tolist() for a, b in pairwise(full)):
             return joined
         return joined.sorted()
+
+    @staticmethod
+    def in_order(blocks: Sequence[OutputBlock]) -> bool:
+        """Whether the rows of ``blocks``, one after the other, are in ``(ts, cause)`` order.
+
+        O(n), in a compiled loop.
+        """
+        full = [block for block in blocks if len(block)]
+        return all(keys_in_order(block.key) for block in full) and all(
+            a.key[:, -1].tolist() <= b.key[:, 0].tolist() for a, b in pairwise(full)
+        )
 
     def take(self, indices: NDArray[np.int64]) -> OutputBlock:
         """The rows at ``indices``, in that order. O(len(indices))."""

@@ -25,7 +25,6 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numpy.typing import NDArray
 
 from scalegate import DATA, ElasticScaleGate
 from stretch.errors import (
@@ -534,7 +533,7 @@ class Pipeline:
         drainer also moves the sources' backlogs into ESG_in when instances freed room.
         """
         pool = self._pool
-        pending: list[tuple[OutputBlock, NDArray[np.int64]]] = []  # rows, their sources
+        pending: list[OutputBlock] = []  # rows of the last ts seen, not complete yet
         try:
             while not pool.stopping:
                 pool.drainer_wake.clear()
@@ -544,16 +543,15 @@ class Pipeline:
                     pool.drainer_wake.wait()  # set by instances, producers and stop
                     continue
                 last = int(batch.ts[-1])
-                data = batch.kind == DATA
-                rows, sources = pool.take_rows(batch.payload[data]), batch.source[data]
+                rows = pool.take_rows(batch.payload[batch.kind == DATA])
                 if last > self._drained_ts:
                     open_from = int(np.searchsorted(rows.ts, last))
-                    pending.append((rows.slice(0, open_from), sources[:open_from]))
+                    pending.append(rows.slice(0, open_from))
                     self._append_complete(pending, last)
-                    pending = [(rows.slice(open_from, len(rows)), sources[open_from:])]
+                    pending = [rows.slice(open_from, len(rows))]
                     self._drained_ts = pool.drained_ts = last
                 else:
-                    pending.append((rows, sources))
+                    pending.append(rows)
                 if last == END_OF_INPUT and batch.kind[-1] != DATA:
                     self._log.finish()
                     return
@@ -563,22 +561,19 @@ class Pipeline:
         if pool.error is not None:  # wake join(), which raises the failure
             self._log.finish()
 
-    def _append_complete(
-        self, parts: list[tuple[OutputBlock, NDArray[np.int64]]], complete_before: int
-    ) -> None:
-        """Append complete rows, given in ESG_out order with their ESG_out sources, sorted.
+    def _append_complete(self, blocks: list[OutputBlock], complete_before: int) -> None:
+        """Append complete rows, given in ESG_out order, in ``(ts, cause)`` order.
 
-        The rows of one source (instance) already are in ``(ts, cause)`` order: each
-        release is sorted, and a row released later has a later ts or, at an equal ts
-        (the watermark of the release before), comes from a later input tuple (Lemma 2).
-        Rows of several instances are sorted here. A restored pipeline drops the rows
-        before its snapshot's D: the log has them already.
+        The rows of one instance mostly are in that order already: each release is
+        sorted, and a row released later has a later ts or, at an equal ts (the watermark
+        of the release before), comes from a later input tuple (Lemma 2). Not so the rows
+        of a leaving instance at the barrier's watermark, which instance 0 releases after
+        the switch, nor rows of several instances, which interleave. So the rows are
+        checked (O(n)) and sorted only if they are out of order. A restored pipeline drops
+        the rows before its snapshot's D: the log has them already.
         """
-        sources = np.concatenate([s for _, s in parts])
-        if sources.size and bool(np.any(sources != sources[0])):
-            blocks = [OutputBlock.concat([rows for rows, _ in parts]).sorted()]
-        else:
-            blocks = [rows for rows, _ in parts]
+        if not OutputBlock.in_order(blocks):
+            blocks = [OutputBlock.concat(blocks).sorted()]
         if self.settings.shard is None:
             batches = [block.rows for block in blocks]
         else:

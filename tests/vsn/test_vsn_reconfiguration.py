@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import random
+import threading
+import time
 from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -15,6 +18,7 @@ from stretch.model.schema import Schema
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
 from stretch.vsn import run_vsn, setup
+from stretch.vsn._compiled.aggregates import AggregateKernel
 from tests.vsn.support import TIMEOUT_S, no_thread_leak, run_schedule
 
 __all__ = ["no_thread_leak"]
@@ -236,3 +240,43 @@ def test_more_rows_at_the_barriers_watermark_than_esg_out_holds() -> None:
     out, pipeline = run_schedule(op, tables, 2, 3, schedule)
     assert out.equals(run_sn(op, tables))
     assert [r.to_parallelism for r in pipeline.reconfigurations()] == [3, 1, 2]
+
+
+def test_a_leaving_instances_rows_at_the_barriers_watermark_are_sorted_in() -> None:
+    """Instance 0 releases a leaving instance's rows at W after its own rows at W.
+
+    Wordcount, windows of 100 ms: the watermark 100 closes the first window. Instance 1
+    is held back, so instance 0 releases its rows at 100 first; instance 1 emits its own
+    at the barrier of the switch to one instance, where its watermark is 100, so they
+    stay buffered and instance 0 adopts and releases them after the switch. Their causes
+    fall between those of instance 0's rows at 100: all from one ESG_out source, yet out
+    of order, so the drainer must sort them in.
+    """
+    op = build("wordcount", {"wa": 100, "ws": 100})
+    entered, held = threading.Event(), threading.Event()
+    process = AggregateKernel.process
+
+    def held_back(kernel: AggregateKernel, instance: Any, *args: Any) -> int:
+        if instance.j == 1:
+            entered.set()
+            held.wait(TIMEOUT_S)
+        return process(kernel, instance, *args)
+
+    words = [f"w{i}" for i in range(100)]
+    table = pa.table({"ts": [*range(100), 150], "user": ["u"] * 101, "tweet": [*words, "w0"]})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(AggregateKernel, "process", held_back)
+        with setup(op, 2, 2, capacity=1 << 12) as pipeline:
+            pipeline.add(0, table.slice(0, 100))
+            assert entered.wait(TIMEOUT_S)  # instance 1 took the tuples, not the watermark
+            pipeline.watermark(0, 100)
+            deadline = time.monotonic() + TIMEOUT_S
+            while pipeline.status().instances[0].tuples_out == 0 and time.monotonic() < deadline:
+                time.sleep(0.002)  # instance 0 released its rows of the first window
+            pipeline.reconfigure(parallelism=1)
+            held.set()
+            pipeline.add(0, table.slice(100))
+            pipeline.close()
+            assert pipeline.join(TIMEOUT_S)
+            out, _ = pipeline.output()
+    assert out.equals(run_sn(op, [table]))
