@@ -217,12 +217,23 @@ def _check_ts_range(ts: pa.Array | pa.ChunkedArray, where: str) -> None:
 
 def _first_bad(column: pa.Array, target: pa.DataType) -> tuple[int, object]:
     """The first row (1-based) whose value cannot be read as ``target``, and the value."""
-    for i, value in enumerate(column.to_pylist()):
+    for i in range(len(column)):
         try:
-            pa.array([value], column.type).cast(target)
+            column.slice(i, 1).cast(target)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            return i + 1, value
-    return 1, column[0].as_py() if len(column) else None
+            return i + 1, _shown(column[i])
+    return 1, _shown(column[0]) if len(column) else None
+
+
+def _shown(value: pa.Scalar) -> object:
+    """``value`` as Python, or the Arrow scalar where Python has no such value.
+
+    A timestamp or date beyond Python's years 1..9999 is one: it prints as Arrow does.
+    """
+    try:
+        return value.as_py()
+    except (OverflowError, ValueError):
+        return value
 
 
 def _type_name(target: pa.DataType) -> str:

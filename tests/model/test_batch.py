@@ -164,3 +164,13 @@ def test_conform_casts_ints_to_floats_and_drops_extra_columns() -> None:
 def test_conform_names_file_row_and_column(columns: dict[str, list[object]], message: str) -> None:
     with pytest.raises(SchemaError, match=message):
         conform(pa.table(columns), SCHEMA, "t.csv")
+
+
+def test_a_timestamp_beyond_pythons_years_is_named_not_raised() -> None:
+    """A value Python cannot hold (year 17036) is shown as Arrow prints it: a 4xx, not a 500."""
+    far = pa.array([2**62, 5], pa.timestamp("us", tz="UTC"))
+    table = pa.table(
+        {"ts": [1, 2], "word": ["a", "b"], "n": far, "x": [1.0, 2.0], "ok": [True] * 2}
+    )
+    with pytest.raises(SchemaError, match=r"row 1, column 'n': expected int, got .*17036-07-06"):
+        conform(table, SCHEMA, "t.csv")
