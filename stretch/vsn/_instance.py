@@ -126,6 +126,16 @@ class CompiledOperator(Protocol):
     def codes_in_use(self) -> list[NDArray[np.int32]]:
         """The string codes its state keeps (no instance is running), for a compaction."""
 
+    def tables_due(self, limit: int) -> bool:
+        """Whether its own tables (numbered keys) are due a compaction at ``limit`` bytes.
+
+        Due: they take ``limit`` bytes and twice what their last compaction kept. Read
+        while instances run.
+        """
+
+    def compact_tables(self, limit: int) -> None:
+        """Compact those tables if due (no instance is running)."""
+
 
 class SharedPool(Protocol):
     """What an instance uses of the pool it belongs to (``stretch.vsn._pool.InstancePool``).

@@ -149,7 +149,7 @@ class Pipeline:
             max_parallelism,
             compile_operator(op) if settings.compiled else None,
             OwnershipAudit() if settings.audit else None,
-            at_barrier=self._compact_dictionary,
+            at_barrier=self._compact,
             on_switch=self._on_switch,
         )
         self._feeder = Feeder(self._esg_in, self._pool, self._sources)
@@ -443,19 +443,24 @@ class Pipeline:
             )
 
     def _request_compaction(self) -> None:
-        """Queue a barrier at the latest plan when the string dictionary is due a compaction.
+        """Queue a barrier at the latest plan when a compaction is due.
 
-        One at a time; the compaction runs at that barrier, or at an earlier one
-        (``_compact_dictionary``). Nothing is queued once every input is closed.
+        Due: the string dictionary's (``StringDictionary.due``) or the kernel's tables'
+        (``CompiledOperator.tables_due``). One at a time; it runs at that barrier, or at
+        an earlier one (``_compact``). Nothing is queued once every input is closed.
         """
         limit = self.settings.compact_dictionary_bytes
-        if limit is None or not self._dictionary.due(limit):
+        if limit is None or not self._compaction_due(limit):
             return
         with self._reconfigure_lock:
             if self._pool.current.epoch < self._compaction_epoch:
                 return  # one is pending
             latest = self._latest
-            reason = f"the string dictionary holds {self._dictionary.nbytes} bytes"
+            reason = (
+                f"the string dictionary holds {self._dictionary.nbytes} bytes"
+                if self._dictionary.due(limit)
+                else "the operator's key table is due a compaction"
+            )
             try:
                 self._compaction_epoch = self._queue(
                     latest.parallelism, latest.mapping, "compaction", reason, limited=False
@@ -464,22 +469,32 @@ class Pipeline:
                 return  # every input is closed, or the pipeline stops: nothing to encode
         self._pool.wake_all()
 
-    def _compact_dictionary(self) -> None:
-        """At an epoch barrier (no instance runs): drop the strings nothing uses any more.
+    def _compaction_due(self, limit: int) -> bool:
+        compiled = self._pool.compiled
+        return self._dictionary.due(limit) or (compiled is not None and compiled.tables_due(limit))
 
-        The codes in use are those of the rows the sources hold and those the kernel's
-        state keeps (``CompiledOperator.codes_in_use``); the generic path keeps strings.
-        The sources' locks keep producers from encoding meanwhile.
+    def _compact(self) -> None:
+        """At an epoch barrier (no instance runs): drop the keys and strings nothing uses.
+
+        First the kernel compacts its own tables (``compact_tables``), if due. Then, if
+        due, the string dictionary keeps the codes of the rows the sources hold and those
+        the kernel's state keeps (``CompiledOperator.codes_in_use``); the generic path
+        keeps strings. The sources' locks keep producers from encoding meanwhile.
         """
         limit = self.settings.compact_dictionary_bytes
-        if limit is None or not self._dictionary.due(limit):
+        if limit is None:
+            return
+        compiled = self._pool.compiled
+        if compiled is not None:
+            compiled.compact_tables(limit)
+        if not self._dictionary.due(limit):
             return
         with ExitStack() as locked:
             for store in self._sources:
                 locked.enter_context(store.lock)
             in_use = [codes for store in self._sources for codes in store.codes_in_use()]
-            if self._pool.compiled is not None:
-                in_use += self._pool.compiled.codes_in_use()
+            if compiled is not None:
+                in_use += compiled.codes_in_use()
             before = self._dictionary.nbytes
             gone = self._dictionary.compact(in_use)
         logger.info(

@@ -52,7 +52,8 @@ class RuntimeSettings:
             once its strings take this many bytes (their UTF-8 plus about 40 each) and
             twice what those kept by its last compaction took. It does so at an epoch
             barrier, requesting one at the current plan (a reconfiguration with cause
-            ``"compaction"``). None: never.
+            ``"compaction"``). A kernel's key table (the aggregates' words, hashtags or
+            pairs) is compacted by the same bound. None: never.
         shard: The key groups this pipeline owns when the operator is sharded over
             several sidecars (docs/design.md "Sharding"); None: every group. Its output
             log then carries each row's cause (``CAUSE``) for the merge.

@@ -8,6 +8,7 @@ trims, and a long stream of distinct strings must keep the dictionary bounded.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numba
 import numpy as np
@@ -24,6 +25,7 @@ from stretch.model.sn import run_sn
 from stretch.operators import joins
 from stretch.operators.catalog import build
 from stretch.vsn import Pipeline, RuntimeSettings, setup
+from stretch.vsn._compiled.aggregates import AggregateKernel
 from stretch.vsn._compiled.band_join import BandJoinKernel, _live
 from tests.vsn.support import TIMEOUT_S, Step, no_thread_leak, run_schedule
 
@@ -122,22 +124,58 @@ def test_band_join_reports_the_codes_of_its_stored_tuples() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "params", "tables", "compiled"),
+    ("name", "params", "tables", "path"),
     [
-        ("hedge", {"ws": 300, "keys": 3}, _from_zero(hedge(3000, 1000.0, seed=4) * 2), True),
-        ("longest_tweet", {"wa": 100, "ws": 300}, tweets(3000, 1000.0, seed=5), True),
-        ("paircount", {"wa": 100, "ws": 300, "b": 2}, tweets(1500, 1000.0, seed=6), True),
-        ("wordcount", {"wa": 100, "ws": 300}, tweets(1500, 1000.0, seed=7), False),
+        ("hedge", {"ws": 300, "keys": 3}, _from_zero(hedge(3000, 1000.0, seed=4) * 2), "kernel"),
+        ("longest_tweet", {"wa": 100, "ws": 300}, tweets(3000, 1000.0, seed=5), "kernel"),
+        ("paircount", {"wa": 100, "ws": 300, "b": 2}, tweets(1500, 1000.0, seed=6), "kernel"),
+        ("paircount", {"wa": 100, "ws": 300, "b": 2}, tweets(1500, 1000.0, seed=6), "windows"),
+        ("wordcount", {"wa": 100, "ws": 300}, tweets(1500, 1000.0, seed=7), "kernel"),
+        ("wordcount", {"wa": 100, "ws": 300}, tweets(1500, 1000.0, seed=7), "windows"),
+        ("wordcount", {"wa": 100, "ws": 300}, tweets(1500, 1000.0, seed=7), "generic"),
     ],
 )
 def test_catalog_operators_equal_the_reference_across_compactions(
-    name: str, params: dict[str, object], tables: list[pa.Table], compiled: bool
+    name: str, params: dict[str, object], tables: list[pa.Table], path: str
 ) -> None:
+    """The string dictionary, and the aggregates' key tables (panes or one table per
+    window), compacted at barriers: the output is the reference's."""
     op = build(name, params)
+    if path == "windows":  # the per-window tables rather than panes
+        op = replace(op, kernel=replace(op.kernel, combine=None))
     m, schedule = SCHEDULES[-1]
+    compiled = path != "generic"
     out, pipeline = run_schedule(op, tables, m, 3, schedule, compiled=compiled, settings=COMPACT)
     assert out.equals(run_sn(op, tables))
     assert _compactions(pipeline) >= 1
+    kernel = pipeline._pool.compiled
+    if isinstance(kernel, AggregateKernel):
+        assert kernel._renumbered_bytes > 0  # its key table was renumbered
+
+
+def test_new_words_keep_the_key_table_bounded() -> None:
+    """Tweets of words never seen before: wordcount keeps the keys of the open windows."""
+    rows, step = 20_000, 1_000
+    texts = [f"w{i} w{i + 1} #t{i % 7}" for i in range(rows)]
+    table = pa.table({"ts": list(range(rows)), "user": ["u"] * rows, "tweet": texts})
+    op = build("wordcount", {"wa": 100, "ws": 200})
+    settings = RuntimeSettings(compact_dictionary_bytes=128 << 10, trim_rows=256)
+    sizes = []
+    with setup(op, 2, 2, settings=settings) as pipeline:
+        kernel = pipeline._pool.compiled
+        assert isinstance(kernel, AggregateKernel)
+        for start in range(0, rows, step):
+            pipeline.add(0, table.slice(start, step))
+            deadline = time.monotonic() + TIMEOUT_S  # let the instances catch up
+            while pipeline.output_status().watermark < start - 400:
+                assert time.monotonic() < deadline
+                time.sleep(0.002)
+            sizes.append(len(kernel.keys.strings))
+        pipeline.close()
+        assert pipeline.join(TIMEOUT_S)
+        out, _ = pipeline.output()
+    assert out.equals(run_sn(op, [table]))
+    assert max(sizes) < 8_000, sizes  # 20,000 words without compaction, and growing
 
 
 def test_distinct_strings_keep_the_dictionary_bounded() -> None:

@@ -29,6 +29,19 @@ class TokenTable:
         self.strings: list[str] = []
         self._table = ByteTable()
 
+    @classmethod
+    def of(cls, strings: list[str]) -> TokenTable:
+        """A table numbering ``strings`` (distinct) 0, 1, ... in their order."""
+        table = cls()
+        table.strings = list(strings)
+        table._table.number_texts(pa.array(strings, pa.string()))
+        return table
+
+    @property
+    def held_bytes(self) -> int:
+        """What its tokens cost (``ByteTable.held_bytes``), not counting ``strings``."""
+        return self._table.held_bytes
+
     def numbers(
         self, texts: pa.Array, hashtags: bool
     ) -> tuple[NDArray[np.int64], NDArray[np.int64], list[str]]:

@@ -19,6 +19,7 @@ A reconfiguration (``switch``) moves each key's entries to the tables of its new
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Literal
@@ -47,7 +48,13 @@ from stretch.vsn._reconfiguration import EpochPlan
 
 __all__ = ["AggregateKernel", "KeyRows", "KeyTable"]
 
+logger = logging.getLogger(__name__)
+
 _NONE = np.empty(0, dtype=np.int64)
+
+KEY_COST = 120
+"""Bytes a key costs beside its token's: its Python string (about 70), its Arrow copy,
+group, pair code and index slots."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,48 @@ class KeyTable:
                     chunks[-2:] = [pa.concat_arrays(chunks[-2:])]
             table = pa.chunked_array(list(chunks), pa.string())
         return table.take(numbers).combine_chunks()
+
+    @property
+    def held_bytes(self) -> int:
+        """About what the keys cost: the tokens' bytes and ``KEY_COST`` per key."""
+        return self._words.held_bytes + KEY_COST * len(self.strings)
+
+    def renumber(self, live: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Keep the keys ``live`` names, numbered again 0, 1, ... in their old order.
+
+        Called at a barrier: every instance has processed the rows read so far (they met
+        after them), so their keys are needed no more and they are dropped. The keys kept
+        get a new token table (paircount's: the words of the pairs kept). Returns old
+        number -> new (-1: dropped); the caller renumbers the keys it holds. O(keys +
+        bytes kept).
+        """
+        with self._lock:
+            n = len(self.strings)
+            keep = np.zeros(n, dtype=np.bool_)
+            keep[live] = True
+            kept = np.flatnonzero(keep)
+            mapping = np.full(n, -1, dtype=np.int64)
+            mapping[kept] = np.arange(kept.shape[0])
+            self.strings = [self.strings[k] for k in kept.tolist()]
+            self.groups = self.groups[kept]
+            if self.kind == "pairs":
+                codes = self._codes[kept]
+                firsts, seconds = codes >> 31, codes & (2**31 - 1)
+                words = np.unique(np.concatenate([firsts, seconds]))
+                renamed = np.full(len(self._words.strings), -1, dtype=np.int64)
+                renamed[words] = np.arange(words.shape[0])
+                self._words = TokenTable.of([self._words.strings[w] for w in words.tolist()])
+                self._codes = (renamed[firsts] << 31) | renamed[seconds]
+                self._code_slots = build_index(
+                    self._codes, kept.shape[0], index_size(kept.shape[0])
+                )
+            else:  # a key is its token: both numberings stay alike
+                self._words = TokenTable.of(self.strings)
+            with self._arrow_lock:
+                self._arrow_strings = [pa.array(self.strings, pa.string())]
+            end = self._rows.end
+            self._rows = KeyRows(end, end, np.zeros(1, dtype=np.int64), _NONE, _NONE)
+        return mapping
 
     def read(self, store: SourceStore, upto: int) -> KeyRows:
         """The keys of rows up to ``upto`` of ``store``, computing those not read yet."""
@@ -286,6 +335,7 @@ class AggregateKernel:
         self.keys = keys
         self.take_max = take_max
         self.windows: dict[int, dict[int, _Window]] = {}  # instance -> l -> table
+        self._renumbered_bytes = 0  # the keys' held_bytes after the last renumbering
 
     def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
         """Update the owned keys' windows with the run's tuples; return the tuples seen."""
@@ -353,6 +403,35 @@ class AggregateKernel:
     def codes_in_use(self) -> list[NDArray[np.int32]]:
         """None: the keys are numbered by the operator's own table, not by string codes."""
         return []
+
+    def tables_due(self, limit: int) -> bool:
+        """Whether the key table takes ``limit`` bytes and twice what it kept last time."""
+        return self.keys.held_bytes >= max(limit, 2 * self._renumbered_bytes)
+
+    def compact_tables(self, limit: int) -> None:
+        """If due, drop the keys no table holds, renumbering the rest (``KeyTable.renumber``).
+
+        Run at a barrier (no instance runs). The tables' entries get the new numbers and
+        their indexes are rebuilt; the output does not change (rows go out in cause order
+        and carry the key's string). O(keys + entries).
+        """
+        if not self.tables_due(limit):
+            return
+        tables = [(j, l, w) for j, mine in self.windows.items() for l, w in mine.items()]
+        live = [w.keys[: w.size] for _, _, w in tables]
+        before = len(self.keys.strings)
+        mapping = self.keys.renumber(np.concatenate(live) if live else _NONE)
+        logger.info(
+            "operator %r: key table renumbered: %d -> %d keys",
+            self.op.name,
+            before,
+            len(self.keys.strings),
+        )
+        for j, l, w in tables:
+            entries = w.entries()
+            entries.keys = mapping[entries.keys]
+            self.windows[j][l] = _Window.of(entries, w.keys.shape[0])
+        self._renumbered_bytes = self.keys.held_bytes
 
     def switch(self, plan: EpochPlan) -> None:
         """Move every entry to its key's owner under ``plan`` (no instance is running).

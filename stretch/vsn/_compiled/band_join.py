@@ -413,6 +413,13 @@ class BandJoinKernel:
             for c in self.strings[side]
         ]
 
+    def tables_due(self, limit: int) -> bool:
+        """Never: the stores hold a window's tuples; their codes go with the dictionary."""
+        return False
+
+    def compact_tables(self, limit: int) -> None:
+        """Nothing to compact (``tables_due``)."""
+
     def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
         """Join the run's tuples for the instance's keys; return the data tuples seen."""
         ts, source, seq = data_nodes(nodes, start, stop)

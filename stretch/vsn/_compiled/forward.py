@@ -53,6 +53,13 @@ class ForwardKernel:
         """None: forward keeps no state."""
         return []
 
+    def tables_due(self, limit: int) -> bool:
+        """Never: forward keeps no tables."""
+        return False
+
+    def compact_tables(self, limit: int) -> None:
+        """Nothing to compact: forward keeps no tables."""
+
     def _rows(
         self,
         instance: VSNInstance,

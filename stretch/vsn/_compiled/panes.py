@@ -174,6 +174,12 @@ class PaneKernel(AggregateKernel):
         )
         return _Entries(keys, values, created)
 
+    def compact_tables(self, limit: int) -> None:
+        """``AggregateKernel.compact_tables`` over the panes' tables; the logs are rebuilt."""
+        if self.tables_due(limit):
+            super().compact_tables(limit)
+            self._logs = {}  # they hold the old numbers; rebuilt from the tables as at a switch
+
     def switch(self, plan: EpochPlan) -> None:
         """Move every pane entry to its key's owner under ``plan`` (no instance is running).
 
