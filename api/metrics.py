@@ -58,6 +58,7 @@ class OperatorSnapshot:
     reconfiguration_s: Sequence[float] = field(default_factory=tuple)
     instance_busy_s: Sequence[float] = field(default_factory=tuple)
     autoscale_decisions: Mapping[str, int] = field(default_factory=dict)
+    dictionary_bytes: int = 0
 
 
 class _RuntimeCollector(Collector):
@@ -79,6 +80,11 @@ class _RuntimeCollector(Collector):
         )
         occupancy = GaugeMetricFamily(
             "stretch_esg_occupancy", "Nodes held by a gate", labels=["operator", "gate"]
+        )
+        dictionary = GaugeMetricFamily(
+            "stretch_string_dictionary_bytes",
+            "Bytes of the string dictionary (compacted at barriers when due)",
+            labels=["operator"],
         )
         durations = HistogramMetricFamily(
             "stretch_reconfiguration_duration_seconds",
@@ -106,10 +112,21 @@ class _RuntimeCollector(Collector):
             active.add_metric([snap.name], snap.active_instances)
             occupancy.add_metric([snap.name, "in"], snap.esg_in_occupancy)
             occupancy.add_metric([snap.name, "out"], snap.esg_out_occupancy)
+            dictionary.add_metric([snap.name], snap.dictionary_bytes)
             durations.add_metric(
                 [snap.name], _buckets(snap.reconfiguration_s), sum(snap.reconfiguration_s)
             )
-        yield from (out, comparisons, epoch, active, occupancy, durations, busy, decisions)
+        yield from (
+            out,
+            comparisons,
+            epoch,
+            active,
+            occupancy,
+            dictionary,
+            durations,
+            busy,
+            decisions,
+        )
 
 
 def _buckets(values: Sequence[float]) -> list[tuple[str, float]]:

@@ -371,6 +371,7 @@ class ManagedOperator:
             reconfiguration_s=[
                 r.duration_ms / 1e3 for r in status.reconfigurations if r.duration_ms is not None
             ],
+            dictionary_bytes=status.dictionary_bytes,
         )
 
     def mapping(self) -> FullMapping:

@@ -783,6 +783,7 @@ class Pipeline:
             output=self.output_status(),
             reconfigurations=self.reconfigurations(),
             time_s=time.time(),
+            dictionary_bytes=self._dictionary.nbytes,
         )
 
     def output_status(self) -> OutputStatus:

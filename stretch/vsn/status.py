@@ -151,6 +151,8 @@ class PipelineStatus:
         output: The output log.
         reconfigurations: The most recent reconfigurations, by epoch.
         time_s: When it was taken (``time.time()``).
+        dictionary_bytes: Bytes the string dictionary holds (bounded by its compaction,
+            ``RuntimeSettings.compact_dictionary_bytes``).
 
     """
 
@@ -167,6 +169,7 @@ class PipelineStatus:
     output: OutputStatus
     reconfigurations: tuple[ReconfigurationStatus, ...]
     time_s: float
+    dictionary_bytes: int
 
 
 @dataclass(frozen=True)

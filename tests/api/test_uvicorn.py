@@ -31,3 +31,4 @@ def test_lifecycle_over_real_http(server_url: str) -> None:
         assert 'stretch_tuples_in_total{operator="j",source="1"} 600.0' in metrics
         assert "stretch_output_latency_seconds_bucket" in metrics
         assert 'stretch_active_instances{operator="j"} 2.0' in metrics
+        assert 'stretch_string_dictionary_bytes{operator="j"}' in metrics
