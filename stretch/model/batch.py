@@ -20,7 +20,17 @@ from numpy.typing import NDArray
 from stretch.model._byte_table import ByteTable
 from stretch.model.schema import TS, ColumnType, Schema
 
-__all__ = ["Batch", "StringDictionary"]
+__all__ = ["Batch", "StringDictionary", "compaction_due"]
+
+
+def compaction_due(held: int, kept: int, limit: int) -> bool:
+    """Whether a table is due a compaction: it holds ``limit`` bytes and twice ``kept``.
+
+    ``held``: what its entries take now; ``kept``: what those its last compaction kept
+    took. Twice: the entries still in use after a compaction are paid for again only once
+    as many came after them, so compacting costs O(1) per entry added.
+    """
+    return held >= max(limit, 2 * kept)
 
 
 class StringDictionary:
@@ -60,14 +70,8 @@ class StringDictionary:
         return np.concatenate(codes).astype(np.int32)
 
     def due(self, limit: int) -> bool:
-        """Whether a compaction is due: the strings take ``limit`` bytes and twice the last's.
-
-        A string takes its bytes plus about 40 (not counting the room the arrays keep);
-        the last's: what the strings kept by the last compaction took. Twice: the strings
-        still in use after a compaction are paid for again only once as many came after
-        them, so compacting costs O(1) per string added.
-        """
-        return self._table.held_bytes >= max(limit, 2 * self._compacted_bytes)
+        """``compaction_due`` for its strings (their bytes plus about 40 each)."""
+        return compaction_due(self._table.held_bytes, self._compacted_bytes, limit)
 
     def compact(self, in_use: Iterable[NDArray[np.integer[Any]]]) -> int:
         """Drop every string whose code is in none of ``in_use``; return how many went.

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from stretch.model.batch import compaction_due
 from stretch.model.instance import EXPIRED
 from stretch.model.oplus import OPlus
 from stretch.operators.kernels._aggregate import (
@@ -405,8 +406,8 @@ class AggregateKernel:
         return []
 
     def tables_due(self, limit: int) -> bool:
-        """Whether the key table takes ``limit`` bytes and twice what it kept last time."""
-        return self.keys.held_bytes >= max(limit, 2 * self._renumbered_bytes)
+        """``compaction_due`` for the key table (``KeyTable.held_bytes``)."""
+        return compaction_due(self.keys.held_bytes, self._renumbered_bytes, limit)
 
     def compact_tables(self, limit: int) -> None:
         """If due, drop the keys no table holds, renumbering the rest (``KeyTable.renumber``).

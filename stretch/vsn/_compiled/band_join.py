@@ -406,12 +406,13 @@ class BandJoinKernel:
 
         A grid's copies are of live tuples too, or of expired ones its probes purge first.
         """
-        return [
-            slab.columns[side][c][_live(slab, side)]
-            for slab in self.slabs.values()
-            for side in (0, 1)
-            for c in self.strings[side]
-        ]
+        found = []
+        for slab in self.slabs.values():
+            for side in (0, 1):
+                if self.strings[side]:
+                    live = _live(slab, side)
+                    found += [slab.columns[side][c][live] for c in self.strings[side]]
+        return found
 
     def tables_due(self, limit: int) -> bool:
         """Never: the stores hold a window's tuples; their codes go with the dictionary."""
