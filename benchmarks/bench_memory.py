@@ -54,7 +54,7 @@ def run_case(bound_mib: int | None, args: argparse.Namespace) -> list[dict[str, 
     samples = []
     started = time.perf_counter()
     with setup(op, 2, 2, settings=RuntimeSettings(compact_dictionary_bytes=bound)) as pipeline:
-        kernel = pipeline._pool.compiled
+        kernel = pipeline._pool.compiled  # its key count has no public view
         assert isinstance(kernel, AggregateKernel)
         for k in range(args.tweets // args.batch):
             first = k * args.batch
@@ -79,10 +79,12 @@ def run_case(bound_mib: int | None, args: argparse.Namespace) -> list[dict[str, 
                     {
                         "tweets": first + args.batch,
                         "seconds": time.perf_counter() - started,
-                        "dictionary_mib": pipeline._dictionary.nbytes / 2**20,
+                        "dictionary_mib": pipeline.status().dictionary_bytes / 2**20,
                         "keys": len(kernel.keys.strings),
                         "resident_mib": resident_mib(),
-                        "compactions": pipeline._dictionary.compactions,
+                        "compaction_barriers": sum(
+                            r.cause == "compaction" for r in pipeline.reconfigurations()
+                        ),
                     }
                 )
                 progress(json.dumps(samples[-1]))
