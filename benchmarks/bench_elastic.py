@@ -46,8 +46,8 @@ from stretch.model.oplus import OPlus
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
 
-KEYS = 16
-"""K of ScaleJoin and hedge (>= the largest pool)."""
+KEYS = max(16, 2 * len(os.sched_getaffinity(0)))
+"""K of ScaleJoin and hedge: the catalog's 16, or the largest pool (Q4 runs 2x the cores)."""
 
 TARGET_LATENCY_MS = 20.0
 TARGET_THREAD_SECONDS = 0.8
@@ -437,8 +437,8 @@ def main() -> None:
             "experiment": name,
             "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
             "machine": machine(),
-            "note": "measured on a shared 2-core machine (see machine.load_average_1m); "
-            "absolute figures are to be re-measured on a quiet machine",
+            "note": f"measured on {machine()['cpus']} cores (machine.load_average_1m says how "
+            "busy they were); absolute figures depend on the machine",
             "calibration": capacities.values,
             **result,
             "seconds": time.perf_counter() - started,
