@@ -432,7 +432,12 @@ def test_serve_announces_itself_logs_once_and_stops_on_sigterm() -> None:
 
 def test_bench_writes_where_the_user_says(tmp_path: Path) -> None:
     committed = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
-    before = {p.name: p.read_bytes() for p in committed.iterdir()}
+
+    def contents() -> dict[str, bytes]:
+        files = [p for p in committed.rglob("*") if p.is_file()]
+        return {str(p.relative_to(committed)): p.read_bytes() for p in files}
+
+    before = contents()
     small = ["--tuples", "2000", "--tuple-tuples", "200", "--batch", "500", "--runs", "1"]
     small += ["--sources", "2", "--readers", "1"]
     for where, args in [
@@ -450,7 +455,7 @@ def test_bench_writes_where_the_user_says(tmp_path: Path) -> None:
         )
         assert result.returncode == 0, result.stderr
         assert (where / "bench_scalegate.json").is_file()
-    assert {p.name: p.read_bytes() for p in committed.iterdir()} == before
+    assert contents() == before
 
 
 def test_the_client_needs_no_dev_extra() -> None:

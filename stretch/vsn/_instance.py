@@ -46,14 +46,32 @@ __all__ = ["CompiledOperator", "ReadyNodes", "SharedPool", "StartPackage", "VSNI
 
 logger = logging.getLogger(__name__)
 
-MAX_BATCH = 4096
-"""The most ready tuples taken from ESG_in at once.
+MIN_RUN = 4096
+"""The ready tuples an instance takes from ESG_in at once, at the least (if ready)."""
 
-Larger runs amortise each run's fixed cost (forward gained about 20% at 16,384), but a
-join kernel reserves slab room for a whole run per key, and the barrier of a
-reconfiguration waits for every instance's run in progress: in bench_scalejoin on two
-cores, parallelism 1 ran at 0.73-0.80x the bare kernel at 16,384 and 0.83-0.90x at 4096.
+MAX_RUN = 16384
+"""The most ready tuples an instance takes from ESG_in at once."""
+
+RUN_TARGET_NS = 20_000_000
+"""How long a run should take: an instance takes as many tuples as fit in this time at its
+last run's pace, from ``MIN_RUN`` to ``MAX_RUN``.
+
+Each run costs the instance a fixed amount of Python under the GIL (taking the batch, the
+kernel call's dispatch, building the output block, the release to ESG_out), which the
+instances pay one after another: with 2 x 1M tuples of the indexed ScaleJoin, four
+instances held the GIL for 1.54 s in all at 4096 tuples a run and 0.72 s at 16,384
+(``py-spy record --gil``). Cheap tuples (forward, the indexed join, aggregates) so take
+longer runs; expensive ones (the nested loop over a long window) keep runs of ``MIN_RUN``,
+so that a run still ends well inside a controller period (its busy time is counted at
+its end) and its output is not held back. A run never passes a control tuple, so the
+barrier of a reconfiguration waits for no more input either way, and under light load a
+run is as short as what is ready.
 """
+
+
+def _next_run_limit(tuples: int, took_ns: int) -> int:
+    """The tuples to take next, from the last run's ``tuples`` and time (``RUN_TARGET_NS``)."""
+    return int(min(MAX_RUN, max(MIN_RUN, RUN_TARGET_NS * tuples // max(took_ns, 1))))
 
 
 @dataclass(frozen=True)
@@ -213,6 +231,7 @@ class VSNInstance:
         self._rows: list[OutputRow] = []
         self._blocks: list[OutputBlock] = []
         self._released = -END_OF_INPUT
+        self._run_limit = MIN_RUN
         self.oplus = OPlusInstance(
             shared.op, shared.state_for(self), owns=self._owns, emit=self.emit_row
         )
@@ -284,13 +303,15 @@ class VSNInstance:
                     self._begin(package)
                     continue
                 if self.connected:
-                    batch = shared.esg_in.get_ready_batch(self.j, MAX_BATCH)
+                    batch = shared.esg_in.get_ready_batch(self.j, self._run_limit)
                     if batch is not None and len(batch.ts) > 0:
                         if shared.backlog():
                             shared.drainer_wake.set()
                         started = time.perf_counter_ns()
                         self._process(ReadyNodes.of(batch), 0)
-                        self.busy_ns += time.perf_counter_ns() - started
+                        took = time.perf_counter_ns() - started
+                        self.busy_ns += took
+                        self._run_limit = _next_run_limit(len(batch.ts), took)
                         continue
                 self.wake.wait()
         except BaseException as exc:  # surfaced by Pipeline.join / stats
