@@ -18,10 +18,12 @@ from stretch.errors import InputError
 __all__ = ["BENCHMARKS", "DEFAULT_OUTPUT", "RESULTS_ENV", "run_benchmark", "split_output"]
 
 BENCHMARKS = (
+    "cores",
     "durability",
     "elastic",
     "forward",
     "http",
+    "memory",
     "panes",
     "reconfig",
     "scalegate",

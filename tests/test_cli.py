@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 from stretch import generate
+from stretch.bench import BENCHMARKS
 from stretch.cli import main
 from stretch.io import read_table, write_table
 from stretch.model.sn import run_sn
@@ -465,3 +466,9 @@ def test_the_client_needs_no_dev_extra() -> None:
     assert {"httpx", "swagger-ui-bundle"} <= runtime
     dev = {dep.split(">")[0].strip() for dep in project["optional-dependencies"]["dev"]}
     assert "httpx" not in dev
+
+
+def test_stretch_bench_knows_every_benchmark_script() -> None:
+    scripts = Path(__file__).resolve().parents[1] / "benchmarks"
+    named = {p.stem.removeprefix("bench_") for p in scripts.glob("bench_*.py")}
+    assert set(BENCHMARKS) == named
