@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -90,9 +91,13 @@ def workload(
     ms: list[int],
     folder: str,
     runs: int,
+    keep: Callable[[dict[str, Any]], None],
     ceiling: str | None = None,
 ) -> dict[str, Any]:
-    """Warm up, check the rows, then time the baselines and ``replay`` at each m."""
+    """Warm up, check the rows, then time the baselines and ``replay`` at each m.
+
+    ``keep`` gets the rounds timed so far after each round, so a run cut short leaves them.
+    """
     outs: dict[str, str] = {}
     commands: dict[str, list[str]] = {}
     for case, command in baselines.items():
@@ -112,9 +117,15 @@ def workload(
             for k in range(max(ms))
         ]
         cases[f"{max(ms)}x{ceiling}"] = partial(_process, at_once)
-    summary = {case: medians(s) for case, s in interleaved(runs, cases).items()}
+    rounds: dict[str, list[dict[str, float]]] = {case: [] for case in cases}
+    for _ in range(runs):
+        for case, samples in interleaved(1, cases).items():
+            rounds[case] += samples
+        keep({"same_rows": agree, "warm_up_seconds": warm, "rounds": rounds})
+    summary = {case: medians(s) for case, s in rounds.items()}
     seconds = {case: s["seconds"] for case, s in summary.items()}
-    found: dict[str, Any] = {"same_rows": agree, "warm_up_seconds": warm, "median": summary}
+    found: dict[str, Any] = {"same_rows": agree, "warm_up_seconds": warm, "rounds": rounds}
+    found["median"] = summary
     found["p_over_p1"] = {m: seconds["p1"] / seconds[f"p{m}"] for m in ms}
     for case in baselines:
         found[f"p_over_{case}"] = {m: seconds[case] / seconds[f"p{m}"] for m in ms}
@@ -178,13 +189,18 @@ def main() -> None:
     join_params = ["--param", f"ws={args.ws}", "--param", "keys=16"]
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.workloads:
+
+            def keep(partial_result: dict[str, Any], name: str = name) -> None:
+                result[name] = partial_result
+                write("cores", result)
+
             if name == "forward":
                 tables = [
                     scalejoin(args.forward_rows, args.forward_rate, seed=s)[0] for s in (1, 2)
                 ]
                 files = _write(tables, tmp, name)
                 replay = [STRETCH, "-v", "replay", "forward", "--sorted", *_inputs(files)]
-                found = workload(name, {}, replay, ms, tmp, args.runs)
+                found = workload(name, {}, replay, ms, tmp, args.runs, keep)
                 rows = sum(t.num_rows for t in tables)
                 found["process_tuples_per_s"] = {
                     m: rows / found["median"][f"p{m}"]["seconds"] for m in ms
@@ -206,6 +222,7 @@ def main() -> None:
                     ms,
                     tmp,
                     args.runs,
+                    keep,
                     ceiling=one_t if name == "scalejoin" else None,
                 )
             result[name] = found
