@@ -31,6 +31,9 @@ class LoadSnapshot:
         pending: Work waiting in the backlog, in ``unit``; None if unknown.
         capacity: Work one instance does per busy second, measured in the latest period
             with work (this one if it had any); None until some work was measured.
+        capacities: Per parallelism, the capacity last measured in a period wholly at
+            that parallelism: how the work per thread changes with the threads (it falls
+            where the threads contend for the cores, memory or the GIL).
         unit: What work is counted in (``"comparisons"`` or ``"tuples"``).
         epoch: The reconfiguration epoch in force at ``time_s``; None if unknown.
         inputs_open: Whether some input has not ended yet; once every input has, the
@@ -52,6 +55,7 @@ class LoadSnapshot:
     demand: float | None = None
     pending: float | None = None
     capacity: float | None = None
+    capacities: dict[int, float] = field(default_factory=dict)
     unit: str = "tuples"
     epoch: int | None = None
     inputs_open: bool = True
@@ -66,6 +70,25 @@ class LoadSnapshot:
     def total_load(self) -> float:
         """The busy fractions added up: how many fully busy threads the work took."""
         return sum(self.busy)
+
+    def throughput(self, m: int) -> float | None:
+        """Work ``m`` fully busy threads do per second, as far as it was measured.
+
+        At a measured parallelism, ``m`` times its capacity; between two measured ones,
+        on the line between their throughputs; beyond them, ``m`` times the capacity of
+        the nearest (more threads are assumed to scale until measured); ``m`` times
+        ``capacity`` if no parallelism was measured; None without a capacity.
+        """
+        if not self.capacities:
+            return None if self.capacity is None else m * self.capacity
+        below = [k for k in self.capacities if k <= m]
+        above = [k for k in self.capacities if k >= m]
+        if not below or not above:
+            nearest = min(above) if not below else max(below)
+            return m * self.capacities[nearest]
+        a, b = max(below), min(above)
+        done_a, done_b = a * self.capacities[a], b * self.capacities[b]
+        return done_a if a == b else done_a + (done_b - done_a) * (m - a) / (b - a)
 
     @property
     def warming_up(self) -> str | None:

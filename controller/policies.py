@@ -128,7 +128,44 @@ def model(snapshot: LoadSnapshot, config: PolicyConfig) -> Decision:
         f"predicted {snapshot.unit}/s {snapshot.demand:,.0f} + backlog {pending:,.0f} "
         f"over {snapshot.capacity:,.0f} per thread-second"
     )
-    return _judge(snapshot, config, total, what, round_down=False)
+    decision = _judge(snapshot, config, total, what, round_down=False)
+    average = decision.load
+    if (
+        len(snapshot.capacities) < 2
+        or snapshot.warming_up is not None
+        or config.lower - _EPS <= average <= config.upper + _EPS
+    ):
+        return decision
+    return _as_measured(snapshot, config, work, decision)
+
+
+def _as_measured(
+    snapshot: LoadSnapshot, config: PolicyConfig, work: float, decision: Decision
+) -> Decision:
+    """Outside the band, the fewest threads measured to do ``work`` at the target load.
+
+    Used once capacities were measured at two parallelisms or more
+    (``LoadSnapshot.throughput``): where more threads were measured to do less in all,
+    no more than the best measured are asked for, even overloaded.
+    """
+    m = snapshot.parallelism
+    low, high = config.bounds(snapshot.max_parallelism)
+    best, most = m, -1.0
+    new = None
+    for k in range(low, high + 1):
+        done = snapshot.throughput(k) or 0.0
+        if done * config.target >= work - _EPS:
+            new = k
+            break
+        if done > most + _EPS:
+            best, most = k, done
+    new = best if new is None else new
+    measured = ", ".join(f"{k}: {k * c:,.0f}/s" for k, c in sorted(snapshot.capacities.items()))
+    figures = f"{decision.reason}; measured at {measured}"
+    if new == m:
+        return Decision(m, "hold", f"{figures}: {m} does the most", decision.load)
+    kind: Literal["provision", "decommission"] = "provision" if new > m else "decommission"
+    return Decision(new, kind, f"{figures}: {new} for {work:,.0f}/s", decision.load)
 
 
 POLICIES = {"threshold": threshold, "model": model}

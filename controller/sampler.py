@@ -38,6 +38,7 @@ class PipelineSampler:
         # Kept from the latest period with work: an instance's busy time counts when a batch
         # is done, so a period inside a long batch (a backlog) shows no work.
         self._capacity: float | None = None
+        self._capacities: dict[int, float] = {}
         # The end of the first period with input (the warm-up rule); a pipeline restored
         # with input already in it is warm from now on.
         self._input_since: float | None = self._last[0] if sum(self._last[1].rows) else None
@@ -71,6 +72,8 @@ class PipelineSampler:
             unit = "tuples"
         if busy_s > 0 and work > 0:
             self._capacity = work / busy_s
+            if counters.epoch == last.epoch:  # the period ran at one parallelism
+                self._capacities[m] = self._capacity
         if self._input_since is None and sum(added) > 0:
             self._input_since = now_s
         return LoadSnapshot(
@@ -84,6 +87,7 @@ class PipelineSampler:
             demand=demand,
             pending=pending,
             capacity=self._capacity,
+            capacities=dict(self._capacities),
             unit=unit,
             epoch=counters.epoch,
             inputs_open=counters.inputs_open,

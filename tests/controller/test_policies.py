@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -166,3 +168,71 @@ def test_warm_up_still_keeps_the_bounds() -> None:
     assert (low.kind, low.parallelism) == ("provision", 3)
     high = decide(snapshot(7, 0.0, n=8, input_for_s=None), config)
     assert (high.kind, high.parallelism) == ("decommission", 6)
+
+
+def test_throughput_follows_the_measured_capacities() -> None:
+    none = snapshot(2, 0.5)
+    assert none.throughput(4) is None
+    one = snapshot(2, 0.5, capacity=1e9)
+    assert one.throughput(4) == 4e9  # no table yet: linear in the latest capacity
+    # 16 vCPUs as measured on a lent machine: a thread of 16 does a fifth of one of 8
+    table = LoadSnapshot(1.0, 1.0, 16, 16, capacity=4.7e8, capacities={8: 2.35e9, 16: 4.7e8})
+    assert table.throughput(8) == 8 * 2.35e9
+    assert table.throughput(4) == 4 * 2.35e9  # below the table: the nearest capacity
+    assert table.throughput(12) == pytest.approx((8 * 2.35e9 + 16 * 4.7e8) / 2)  # on the line
+    assert table.throughput(20) == 20 * 4.7e8  # beyond: assumed to scale from the nearest
+
+
+def test_model_policy_asks_for_no_more_threads_than_were_measured_to_help() -> None:
+    config = PolicyConfig.defaults("model")
+    measured = {8: 2.35e9, 16: 4.7e8}  # 18.8e9 comparisons/s at 8 threads, 7.5e9 at 16
+    # Overloaded at 16 (25e9/s wanted): 8 threads do the most, so back to 8.
+    at_16 = LoadSnapshot(
+        1.0, 1.0, 16, 16, busy=(1.0,) * 16, demand=25e9, pending=0.0, capacity=4.7e8,
+        capacities=measured,
+    )  # fmt: skip
+    decision = model(at_16, config)
+    assert (decision.kind, decision.parallelism) == ("decommission", 8), decision.reason
+    assert "8 for" in decision.reason and "measured at 8:" in decision.reason
+    # Overloaded at 8 with 16 measured to do less: hold at 8.
+    at_8 = replace(at_16, parallelism=8, busy=(1.0,) * 8, capacity=2.35e9)
+    decision = model(at_8, config)
+    assert (decision.kind, decision.parallelism) == ("hold", 8), decision.reason
+    # With only 8 measured the policy still assumes more threads scale (and finds out).
+    alone = replace(at_8, capacities={8: 2.35e9})
+    decision = model(alone, config)
+    assert (decision.kind, decision.parallelism) == ("provision", 15), decision.reason
+    # Under the band (3e9/s, 40% of 16 threads): the fewest threads measured to do it at
+    # 75%, two at 8's capacity.
+    light = replace(at_16, demand=3e9)
+    decision = model(light, config)
+    assert (decision.kind, decision.parallelism) == ("decommission", 2), decision.reason
+    # Inside the band the policy holds, as without a table.
+    assert model(replace(at_16, demand=6e9), config).kind == "hold"
+
+
+@given(
+    m=st.integers(1, 16),
+    demand=st.floats(1e6, 1e11),
+    measured=st.dictionaries(st.integers(1, 16), st.floats(1e6, 1e10), min_size=2, max_size=6),
+)
+def test_measured_decisions_carry_the_work_or_do_the_most(
+    m: int, demand: float, measured: dict[int, float]
+) -> None:
+    config = PolicyConfig.defaults("model")
+    snap = LoadSnapshot(
+        1.0, 1.0, m, 16, busy=(0.5,) * m, demand=demand, pending=0.0,
+        capacity=measured.get(m, next(iter(measured.values()))), capacities=measured,
+    )  # fmt: skip
+    decision = model(snap, config)
+    assert 1 <= decision.parallelism <= 16
+    average = demand / snap.capacity / m  # type: ignore[operator]
+    if config.lower - 1e-9 <= average <= config.upper + 1e-9:
+        assert decision.parallelism == m  # in the band: hold, as before
+        return
+    done = {k: snap.throughput(k) or 0.0 for k in range(1, 17)}
+    carried = [k for k in done if done[k] * config.target >= demand - 1e-9]
+    if carried:
+        assert decision.parallelism == min(carried)
+    else:
+        assert done[decision.parallelism] >= max(done.values()) - 1e-6 * max(done.values())

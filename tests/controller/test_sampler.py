@@ -7,6 +7,7 @@ import pyarrow as pa
 import stretch
 from stretch import generate
 from stretch.controller import PipelineSampler
+from stretch.vsn.status import LoadCounters
 
 TIMEOUT_S = 60.0
 
@@ -66,3 +67,48 @@ def test_input_for_s_counts_from_the_end_of_the_first_period_with_input() -> Non
     assert second is not None and second.input_for_s == 0.5 and second.warming_up is None
     assert restored is not None and restored.input_for_s == 0.25
     assert restored.warming_up is None
+
+
+class ScriptedPipeline:
+    """A pipeline whose ``load()`` returns the counters it is given, one per call."""
+
+    def __init__(self, counters: list[LoadCounters]) -> None:
+        self.counters = iter(counters)
+
+    def load(self) -> LoadCounters:
+        return next(self.counters)
+
+
+def counters(epoch: int, m: int, busy_s: float, comparisons: int) -> LoadCounters:
+    return LoadCounters(
+        epoch=epoch,
+        parallelism=m,
+        max_parallelism=4,
+        busy_s=(busy_s / m,) * m + (0.0,) * (4 - m),
+        comparisons=comparisons,
+        rows=(comparisons // 1000, comparisons // 1000),
+        backlog=0,
+        window_rows=(100, 100),
+    )
+
+
+def test_capacities_are_kept_per_parallelism_but_not_across_a_switch() -> None:
+    clock = FakeClock()
+    pipeline = ScriptedPipeline(
+        [
+            counters(0, 1, 0.0, 0),
+            counters(0, 1, 1.0, 4_000_000),  # 1 thread: 4M per busy second
+            counters(1, 2, 2.0, 5_000_000),  # a switch in the period: not a figure for 2
+            counters(1, 2, 4.0, 11_000_000),  # 2 threads: 3M per busy second
+        ]
+    )
+    sampler = PipelineSampler(pipeline, clock=clock)  # type: ignore[arg-type]
+    snapshots = []
+    for _ in range(3):
+        clock.now += 1.0
+        snapshots.append(sampler.sample())
+    one, switched, two = snapshots
+    assert one is not None and one.capacities == {1: 4e6}
+    assert switched is not None and switched.capacity == 1e6 and switched.capacities == {1: 4e6}
+    assert two is not None and two.capacities == {1: 4e6, 2: 3e6}
+    assert two.throughput(2) == 6e6 and two.throughput(4) == 12e6
