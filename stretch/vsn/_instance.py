@@ -16,7 +16,7 @@ readers) and, per tuple (Alg. 4):
 
 Output rows are buffered per thread (a kernel's as ``OutputBlock``s, the generic path's as
 ``OutputRow``s) and released to ESG_out (the thread is one of its sources) as one sorted
-block: its rows up to W in ``(ts, cause)`` order, followed by the watermark W (Lemma 2).
+block: its rows before W in ``(ts, cause)`` order, followed by the watermark W (Lemma 2).
 """
 
 from __future__ import annotations
@@ -403,7 +403,7 @@ class VSNInstance:
 
         """
         shared = self.shared
-        self._release(at_barrier=True)
+        self._release()
         left = self.plan
         trigger_ts = int(nodes.ts[i])
 
@@ -420,24 +420,28 @@ class VSNInstance:
         self.oplus.set_owned_groups(groups_of(target.mapping, self.j))
         return True
 
-    def _release(self, at_barrier: bool = False) -> None:
-        """Move buffered rows with ``ts <= W`` to ESG_out, then the watermark W (Lemma 2).
+    def _release(self) -> None:
+        """Move buffered rows with ``ts < W`` to ESG_out, then the watermark W (Lemma 2).
 
         The buffered blocks are merged here, once per run of nodes; the rows released get
         consecutive ESG_out payloads (the pool's row ids), the rest stay buffered.
 
-        ``at_barrier``: the rows with ``ts == W`` stay buffered too (they go at the next
-        release, after the switch). The other instances stop at the barrier with their
-        watermark W as their frontier in ESG_out, where this instance's rows at W are not
-        ready if it has the higher index: more of them than ESG_out's room would wait for
-        room forever. Every row before W is ready once they arrive, so that add ends.
+        Rows at exactly W stay buffered until W grows (or input ends): ESG_out makes a
+        node ``(W, j)`` ready only once every lower-indexed instance has passed W, and
+        the drainer completes a ts only once a later node is ready, so releasing them
+        earlier would not show them sooner. Released earlier, they could wait for room
+        forever: at an epoch barrier the instances that arrived have W as their ESG_out
+        frontier and stop there, so a higher-indexed instance that released a window's
+        thousands of rows at W (paircount closes windows with that many), before or at
+        the barrier, found ESG_out full of rows that could not become ready. Rows before
+        W are ready once the lower-indexed instances reach W, so every add ends.
         """
         shared = self.shared
         watermark = self.oplus.watermark
         self._seal_rows()
         if self._blocks:
             buffered = OutputBlock.merge(self._blocks)
-            cut = int(np.searchsorted(buffered.ts, watermark, "left" if at_barrier else "right"))
+            cut = int(np.searchsorted(buffered.ts, watermark, "left"))
             self._blocks = [buffered.slice(cut, len(buffered))] if cut < len(buffered) else []
             if cut:
                 ready = buffered.slice(0, cut)

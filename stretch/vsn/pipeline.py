@@ -581,9 +581,8 @@ class Pipeline:
 
         The rows of one instance mostly are in that order already: each release is
         sorted, and a row released later has a later ts or, at an equal ts (the watermark
-        of the release before), comes from a later input tuple (Lemma 2). Not so the rows
-        of a leaving instance at the barrier's watermark, which instance 0 releases after
-        the switch, nor rows of several instances, which interleave. So the rows are
+        of the release before), comes from a later input tuple (Lemma 2). Not so rows of
+        several instances, which interleave. So the rows are
         checked (O(n)) and sorted only if they are out of order. A restored pipeline drops
         the rows before its snapshot's D: the log has them already.
         """

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from stretch.errors import InputError, LateTupleError, ReconfigurationError
@@ -17,7 +18,7 @@ from stretch.model.oplus import OPlus, Payload, State, StreamTuple, Windows, Win
 from stretch.model.schema import Schema
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
-from stretch.vsn import run_vsn, setup
+from stretch.vsn import _instance, run_vsn, setup
 from stretch.vsn._compiled.aggregates import AggregateKernel
 from tests.vsn.support import TIMEOUT_S, no_thread_leak, run_schedule
 
@@ -242,15 +243,45 @@ def test_more_rows_at_the_barriers_watermark_than_esg_out_holds() -> None:
     assert [r.to_parallelism for r in pipeline.reconfigurations()] == [3, 1, 2]
 
 
+def test_rows_at_w_released_before_the_barrier_do_not_block_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An instance whose run ends at W, holding a window's rows at W, before the barrier.
+
+    Each instance takes one tuple per run, so instance 1 closes the window [0, 300) at
+    the end of a run and releases before it reads the control tuple of the switch to
+    three, whose ts is 300. Instance 0 then waits at the barrier with 300 as its ESG_out
+    frontier, so instance 1's rows at 300 cannot be ready, and its thousands of them,
+    more than ESG_out (4,096 nodes) holds, waited for room forever (every time, before
+    rows at W waited for W to grow; the barrier's own release already kept them).
+    """
+    monkeypatch.setattr(_instance, "MIN_RUN", 1)
+    monkeypatch.setattr(_instance, "MAX_RUN", 1)
+    op = build("paircount", {"wa": 100, "ws": 300, "b": 2})
+    tables = tweets(400, 1000.0, seed=6)
+    ts = tables[0]["ts"]
+    with setup(op, 2, 3, capacity=1 << 12) as pipeline:
+        pipeline.add(0, tables[0].filter(pc.less_equal(ts, 300)))
+        pipeline.reconfigure(parallelism=3)
+        pipeline.add(0, tables[0].filter(pc.greater(ts, 300)))
+        pipeline.close()
+        assert pipeline.join(TIMEOUT_S / 3)
+        out, _ = pipeline.output()
+        assert [r.to_parallelism for r in pipeline.reconfigurations()] == [3]
+    assert out.equals(run_sn(op, tables))
+    assert out.filter(pc.equal(out["ts"], 300)).num_rows > 1 << 12
+
+
 def test_a_leaving_instances_rows_at_the_barriers_watermark_are_sorted_in() -> None:
-    """Instance 0 releases a leaving instance's rows at W after its own rows at W.
+    """Instance 0 adopts a leaving instance's rows at W and releases them with its own.
 
     Wordcount, windows of 100 ms: the watermark 100 closes the first window. Instance 1
-    is held back, so instance 0 releases its rows at 100 first; instance 1 emits its own
-    at the barrier of the switch to one instance, where its watermark is 100, so they
-    stay buffered and instance 0 adopts and releases them after the switch. Their causes
-    fall between those of instance 0's rows at 100: all from one ESG_out source, yet out
-    of order, so the drainer must sort them in.
+    is held back, so instance 0 reaches W = 100 first, its rows at 100 buffered (rows at
+    W wait for W to grow); instance 1 emits its own at the barrier of the switch to one
+    instance, where its watermark is 100, so they stay buffered and instance 0 adopts
+    them. Their causes fall between those of instance 0's rows at 100, so they must be
+    merged into them in ``(ts, cause)`` order (when instance 0 released its own first, it
+    was the drainer that had to sort them in).
     """
     op = build("wordcount", {"wa": 100, "ws": 100})
     entered, held = threading.Event(), threading.Event()
@@ -270,9 +301,11 @@ def test_a_leaving_instances_rows_at_the_barriers_watermark_are_sorted_in() -> N
             pipeline.add(0, table.slice(0, 100))
             assert entered.wait(TIMEOUT_S)  # instance 1 took the tuples, not the watermark
             pipeline.watermark(0, 100)
+            zero = pipeline._pool.instances[0].oplus
             deadline = time.monotonic() + TIMEOUT_S
-            while pipeline.status().instances[0].tuples_out == 0 and time.monotonic() < deadline:
-                time.sleep(0.002)  # instance 0 released its rows of the first window
+            while zero.watermark < 100 and time.monotonic() < deadline:
+                time.sleep(0.002)  # instance 0 closed the first window: its rows at 100
+            assert zero.watermark == 100
             pipeline.reconfigure(parallelism=1)
             held.set()
             pipeline.add(0, table.slice(100))
