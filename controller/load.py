@@ -32,8 +32,9 @@ class LoadSnapshot:
         capacity: Work one instance does per busy second, measured in the latest period
             with work (this one if it had any); None until some work was measured.
         capacities: Per parallelism, the capacity last measured in a period wholly at
-            that parallelism: how the work per thread changes with the threads (it falls
-            where the threads contend for the cores, memory or the GIL).
+            that parallelism with its threads at least ``TRUSTED_BUSY`` busy on average:
+            how the work per thread changes with the threads (it falls where the threads
+            contend for the cores, memory or the GIL).
         unit: What work is counted in (``"comparisons"`` or ``"tuples"``).
         epoch: The reconfiguration epoch in force at ``time_s``; None if unknown.
         inputs_open: Whether some input has not ended yet; once every input has, the

@@ -100,15 +100,17 @@ def test_capacities_are_kept_per_parallelism_but_not_across_a_switch() -> None:
             counters(0, 1, 1.0, 4_000_000),  # 1 thread: 4M per busy second
             counters(1, 2, 2.0, 5_000_000),  # a switch in the period: not a figure for 2
             counters(1, 2, 4.0, 11_000_000),  # 2 threads: 3M per busy second
+            counters(1, 2, 4.5, 11_500_000),  # 25% busy: 1M per busy second, not kept
         ]
     )
     sampler = PipelineSampler(pipeline, clock=clock)  # type: ignore[arg-type]
     snapshots = []
-    for _ in range(3):
+    for _ in range(4):
         clock.now += 1.0
         snapshots.append(sampler.sample())
-    one, switched, two = snapshots
+    one, switched, two, idle = snapshots
     assert one is not None and one.capacities == {1: 4e6}
     assert switched is not None and switched.capacity == 1e6 and switched.capacities == {1: 4e6}
     assert two is not None and two.capacities == {1: 4e6, 2: 3e6}
     assert two.throughput(2) == 6e6 and two.throughput(4) == 12e6
+    assert idle is not None and idle.capacity == 1e6 and idle.capacities == two.capacities
