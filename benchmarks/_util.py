@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -64,6 +66,26 @@ def interleaved(
             shown = ", ".join(f"{k}={v:,.4g}" for k, v in result.items())
             progress(f"run {run + 1}/{runs} {name}: {shown}")
     return out
+
+
+def at_once(commands: Sequence[Sequence[str]]) -> tuple[float, float, list[str]]:
+    """Run ``commands`` as processes at once: wall seconds, their CPU seconds, their stderr.
+
+    Raises AssertionError naming the command if one exits non-zero.
+    """
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    running = [
+        subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for c in commands
+    ]
+    errors = [p.communicate()[1] for p in running]
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for command, p, err in zip(commands, running, errors, strict=True):
+        assert p.returncode == 0, f"{command} exited with {p.returncode}: {err[-2000:]}"
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu, errors
 
 
 def medians(samples: list[dict[str, float]]) -> dict[str, float]:

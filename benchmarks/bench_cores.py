@@ -29,11 +29,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -42,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from _index_study import same_rows
-from _util import figure, interleaved, machine, medians, progress, save, write
+from _util import at_once, figure, interleaved, machine, medians, progress, save, write
 
 from stretch.generate import scalejoin
 from stretch.io import read_table
@@ -53,18 +50,7 @@ STRETCH = str(Path(sys.executable).parent / "stretch")
 
 def _process(commands: list[list[str]]) -> dict[str, float]:
     """Run ``commands`` at once as processes; wall and CPU seconds, the replay's run time."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    running = [
-        subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        for c in commands
-    ]
-    errors = [p.communicate()[1] for p in running]
-    elapsed = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    for command, p, err in zip(commands, running, errors, strict=True):
-        assert p.returncode == 0, f"{command} exited with {p.returncode}: {err[-2000:]}"
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    elapsed, cpu, errors = at_once(commands)
     found: dict[str, float] = {"seconds": elapsed, "cpu_s": cpu}
     run = re.search(r"rows out in ([0-9.]+) s", errors[0])
     if run:

@@ -33,8 +33,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import resource
-import subprocess
 import sys
 import tempfile
 import threading
@@ -47,7 +45,7 @@ from typing import Any
 import _index_study
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _util import figure, interleaved, machine, medians, progress, save, write
+from _util import at_once, figure, interleaved, machine, medians, progress, save, write
 from onethread_scalejoin import join
 
 from stretch.generate import hedge, scalejoin
@@ -109,18 +107,7 @@ def processes(commands: list[list[str]], comparisons: int) -> dict[str, float]:
     ``run_s`` is the longest time the processes report for their own work (their last
     line on stderr, "... in X s"): the process time less Python's start and imports.
     """
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    running = [
-        subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        for c in commands
-    ]
-    outputs = [p.communicate()[1] for p in running]
-    elapsed = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    codes = [p.returncode for p in running]
-    assert codes == [0] * len(codes), f"{commands} exited with {codes}: {outputs}"
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    elapsed, cpu, outputs = at_once(commands)
     run_s = max(float(re.findall(r" in ([0-9.]+) s", out)[-1]) for out in outputs)
     total = comparisons * len(commands)
     return {"comparisons_per_s": total / elapsed, "seconds": elapsed, "cpu_s": cpu, "run_s": run_s}
