@@ -11,6 +11,7 @@ import pytest
 import stretch
 from stretch import generate
 from stretch.controller import Autoscaler, LoadSnapshot, PipelineSampler, PolicyConfig, autoscale
+from stretch.vsn.status import LoadCounters
 from tests.waiting import wait_until
 
 TIMEOUT_S = 60.0
@@ -259,3 +260,76 @@ def test_no_change_is_asked_once_every_input_has_ended() -> None:
         assert record is not None and record.decision.kind == "hold"
         assert record.error is None
         assert record.decision.reason.startswith("every input has ended: nothing left to scale")
+
+
+class SlowingMachine:
+    """A band join on a simulated machine where threads beyond 8 slow each other down.
+
+    Per-thread capacity as measured on a lent 16-vCPU machine (section "Q4 on 16 cores"
+    of docs/elasticity.md): 2.35G comparisons per busy second up to 8 threads, 0.47G at
+    16 (``(8 / m) ** 2.3`` beyond 8), so 16 threads do less than 8 in all. ``load()``
+    gives the pipeline's counters after one more period of 1 s at the demand given.
+    """
+
+    WINDOW = 100_000
+
+    def __init__(self, m: int, n: int, demand: float, clock: FakeClock) -> None:
+        self.m, self.n, self.demand, self.clock = m, n, demand, clock
+        self.epoch = 0
+        self.busy_s = [0.0] * n
+        self.comparisons = 0.0
+        self.rows = 0
+        self.owed = 0.0  # comparisons of the backlog
+
+    @staticmethod
+    def capacity(m: int) -> float:
+        return 2.35e9 * min(1.0, (8 / m) ** 2.3)
+
+    def load(self) -> LoadCounters:
+        return LoadCounters(
+            epoch=self.epoch,
+            parallelism=self.m,
+            max_parallelism=self.n,
+            busy_s=tuple(self.busy_s),
+            comparisons=int(self.comparisons),
+            rows=(self.rows, self.rows),
+            backlog=int(self.owed / self.WINDOW),
+            window_rows=(self.WINDOW, self.WINDOW),
+        )
+
+    def period(self) -> None:
+        """One second of input at the demand, worked off as far as the threads can."""
+        self.clock.now += 1.0
+        self.rows += int(self.demand / (2 * self.WINDOW))
+        wanted = self.demand + self.owed
+        done = min(wanted, self.m * self.capacity(self.m))
+        self.owed = wanted - done
+        self.comparisons += done
+        for j in range(self.m):
+            self.busy_s[j] += done / (self.m * self.capacity(self.m))
+
+    def apply(self, parallelism: int, reason: str) -> int:
+        self.m = parallelism
+        self.epoch += 1
+        return self.epoch
+
+
+def test_the_model_policy_settles_where_the_machine_does_the_most() -> None:
+    """Overloaded beyond what any parallelism carries, the model policy first assumes more
+    threads scale (8 -> 16), measures that they do not, and goes back to 8, the most the
+    machine does; then it holds, however long the overload lasts."""
+    clock = FakeClock()
+    machine = SlowingMachine(m=8, n=16, demand=25e9, clock=clock)
+    sampler = PipelineSampler(machine, clock=clock)  # type: ignore[arg-type]
+    scaler = Autoscaler(PolicyConfig.defaults("model"), sampler.sample, machine.apply)
+    path = []
+    for _ in range(40):
+        machine.period()
+        record = scaler.step()
+        assert record is not None
+        path.append(machine.m)
+    changes = [b for a, b in zip(path, path[1:], strict=False) if a != b]
+    assert changes == [16, 8], path
+    assert path[-1] == 8
+    held = scaler.records[-1].decision
+    assert held.kind == "hold" and "8 does the most" in held.reason
