@@ -150,16 +150,9 @@ def _as_measured(
     """
     m = snapshot.parallelism
     low, high = config.bounds(snapshot.max_parallelism)
-    best, most = m, -1.0
-    new = None
-    for k in range(low, high + 1):
-        done = snapshot.throughput(k) or 0.0
-        if done * config.target >= work - _EPS:
-            new = k
-            break
-        if done > most + _EPS:
-            best, most = k, done
-    new = best if new is None else new
+    done = {k: snapshot.throughput(k) or 0.0 for k in range(low, high + 1)}
+    carried = [k for k, rate in done.items() if rate * config.target >= work - _EPS]
+    new = carried[0] if carried else max(done, key=done.__getitem__)  # ties: the fewest
     measured = ", ".join(f"{k}: {k * c:,.0f}/s" for k, c in sorted(snapshot.capacities.items()))
     figures = f"{decision.reason}; measured at {measured}"
     if new == m:

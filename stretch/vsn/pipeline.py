@@ -579,12 +579,11 @@ class Pipeline:
     def _append_complete(self, blocks: list[OutputBlock], complete_before: int) -> None:
         """Append complete rows, given in ESG_out order, in ``(ts, cause)`` order.
 
-        The rows of one instance mostly are in that order already: each release is
-        sorted, and a row released later has a later ts or, at an equal ts (the watermark
-        of the release before), comes from a later input tuple (Lemma 2). Not so rows of
-        several instances, which interleave. So the rows are
-        checked (O(n)) and sorted only if they are out of order. A restored pipeline drops
-        the rows before its snapshot's D: the log has them already.
+        The rows of one instance are in that order already: each release is sorted and
+        holds only rows before its watermark, so a later release holds later ts (Lemma
+        2). Rows of several instances interleave. So the rows are checked (O(n)) and
+        sorted only if they are out of order. A restored pipeline drops the rows before
+        its snapshot's D: the log has them already.
         """
         if not OutputBlock.in_order(blocks):
             blocks = [OutputBlock.concat(blocks).sorted()]
