@@ -68,10 +68,17 @@ def interleaved(
     return out
 
 
-def at_once(commands: Sequence[Sequence[str]]) -> tuple[float, float, list[str]]:
+PROCESS_DEADLINE_S = 3600.0
+"""The longest ``at_once`` waits for its processes before it kills them."""
+
+
+def at_once(
+    commands: Sequence[Sequence[str]], deadline_s: float = PROCESS_DEADLINE_S
+) -> tuple[float, float, list[str]]:
     """Run ``commands`` as processes at once: wall seconds, their CPU seconds, their stderr.
 
-    Raises AssertionError naming the command if one exits non-zero.
+    Raises AssertionError naming the command if one exits non-zero, or, after killing
+    them all, if they are not done within ``deadline_s``.
     """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -79,7 +86,17 @@ def at_once(commands: Sequence[Sequence[str]]) -> tuple[float, float, list[str]]
         subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for c in commands
     ]
-    errors = [p.communicate()[1] for p in running]
+    errors = []
+    try:
+        for p in running:
+            left = max(deadline_s - (time.perf_counter() - start), 0.0)
+            errors.append(p.communicate(timeout=left)[1])
+    except subprocess.TimeoutExpired as exc:
+        for p in running:
+            p.kill()
+            p.communicate()
+        msg = f"{exc.cmd} still ran after {deadline_s:g} s; every process was killed"
+        raise AssertionError(msg) from exc
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     for command, p, err in zip(commands, running, errors, strict=True):
