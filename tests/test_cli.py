@@ -472,3 +472,26 @@ def test_stretch_bench_knows_every_benchmark_script() -> None:
     scripts = Path(__file__).resolve().parents[1] / "benchmarks"
     named = {p.stem.removeprefix("bench_") for p in scripts.glob("bench_*.py")}
     assert set(BENCHMARKS) == named
+
+
+def test_a_replay_does_not_import_pandas_yet_pandas_still_works(tmp_path: Path) -> None:
+    data, out = tmp_path / "a.parquet", tmp_path / "o.parquet"
+    write_table(pa.table({"ts": [1, 2, 2], "v": [1.5, 2.5, 3.5]}), data)
+    script = f"""
+import sys
+from stretch.cli import main
+sys.argv = ["stretch", "replay", "forward", "--input", {str(data)!r}, "--output", {str(out)!r}]
+assert main() == 0
+print("pandas" in sys.modules)
+import pandas, pyarrow
+print(pyarrow.Table.from_pandas(pandas.DataFrame({{"c": pandas.Categorical(["x"])}}))["c"].type)
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == [
+        "False",
+        "dictionary<values=string, indices=int8, ordered=0>",
+    ]
+    assert read_table(out).column("v").to_pylist() == [1.5, 2.5, 3.5]
