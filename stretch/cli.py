@@ -104,7 +104,7 @@ def _skip_pandas_probe() -> None:
 
     The first time pyarrow asks whether a value is a pandas object (in any ``pa.array``,
     ``pa.scalar`` or ``to_numpy``) it imports pandas when it is installed, as it is with
-    the ``spark`` extra: about 0.25 s of the 1 s that a replay of a few rows takes as a
+    the ``spark`` extra: about 0.2 s of the 0.86 s that a replay of a few rows took as a
     process. A replay never hands pyarrow a pandas object, so that one probe runs with
     pandas hidden; pyarrow's explicit pandas paths (``to_pandas``, ``from_pandas``) still
     import it when called. Only for ``stretch replay`` run as a command (``main()``
