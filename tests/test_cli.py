@@ -159,6 +159,25 @@ def test_forward_infers_columns(tmp_path: Path) -> None:
     ]
 
 
+def test_forward_widens_narrow_and_encoded_columns(tmp_path: Path) -> None:
+    data, out = tmp_path / "a.parquet", tmp_path / "o.parquet"
+    table = pa.table(
+        {
+            "ts": [1, 2, 3],
+            "f": pa.array([0.25, 1.5, -2.0], pa.float32()),
+            "i": pa.array([7, -8, 9], pa.int32()),
+            "name": pa.array(["a", "b", "a"]).dictionary_encode(),
+            "big": pa.array(["x", "", "z"], pa.large_string()),
+        }
+    )
+    write_table(table, data)
+    result = stretch("replay", "forward", "--input", str(data), "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    got = read_table(out)
+    assert got.schema.types == [pa.int64(), pa.float64(), pa.int64(), pa.string(), pa.string()]
+    assert got.to_pylist() == table.cast(got.schema).to_pylist()
+
+
 def test_missing_column(tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("ts,user\n1,u\n")
