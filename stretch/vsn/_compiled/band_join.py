@@ -75,9 +75,10 @@ MAX_CELLS = 1 << 16
 """The most cells of a store's grid."""
 
 
-CELL_TARGET = 12
-"""The fewest tuples the grid's occupied cells hold on average: on thinly spread data
-grid cells widen by powers of two, so a probe visits fewer cells."""
+CELL_VISIT = 40
+"""What a probe's visit to one grid cell costs, in candidates scanned: reaching a cell's
+entries is a cache miss or two. Measured on 2 x 1M tuples, WS 10 s: 0.4-0.5 s for 9M
+visits against 1.7 ns a candidate (docs/performance.md, "What does not split")."""
 SMALL_WINDOW = 128
 """A window of at most this many tuples (all the slab's keys together) is compared by
 the nested loop: a vector block or so, which its count reads about as fast as a probe
@@ -91,28 +92,34 @@ HOT_SHARE = 0.75
 def _shift(cells: tuple[NDArray[np.int64], NDArray[np.int64]]) -> tuple[int, int]:
     """How many times to double the grid cells' width over the band's.
 
-    ``cells`` holds each side's live band cells. Returns the least shift at which the
-    occupied cells hold ``CELL_TARGET`` live tuples on average, and the most cells a side
-    occupies then (0 if nothing is stored).
+    ``cells`` holds each side's live band cells. Returns the shift whose cells make a
+    probe cheapest, and the most cells a side occupies then (0 if nothing is stored).
 
-    A probe reads the cells within a band of its key; on a grid of cells of the band's
-    width that is three cells, each holding few tuples when the data is sparse, so the
-    cost is in visiting cells rather than comparing. Wider cells mean fewer visits for
-    a few more comparisons (at most two cells wider than the band).
+    A probe reads the grid cells within a band of its key: on cells ``W = 2**shift``
+    band widths wide, ``1 + 2 / W`` of them on average, each holding the live tuples
+    divided by the occupied cells. Its cost is taken as its visits times ``CELL_VISIT``
+    plus the tuples those cells hold: sparse data gets wider cells (fewer visits for a
+    few more comparisons), dense data cells of the band's width. Widening stops once
+    each side occupies one cell.
     """
     finite = [side[side != NOT_FINITE] for side in cells]
     tuples = sum(side.size for side in finite)
     if tuples == 0:
         return 0, 0
     distinct = [np.unique(side) for side in finite]
+    best = (float("inf"), 0, 0)
     for shift in range(MAX_SHIFT + 1):
         # a sorted array stays sorted when shifted: count where it steps
         occupied = [
             int(np.count_nonzero(np.diff(side >> shift))) + (side.size > 0) for side in distinct
         ]
-        if tuples >= CELL_TARGET * sum(occupied) or shift == MAX_SHIFT:
-            return shift, max(occupied)
-    raise AssertionError  # the loop returns at MAX_SHIFT
+        visits = 1 + 2 / 2**shift
+        cost = visits * (CELL_VISIT + tuples / sum(occupied))
+        if cost < best[0]:
+            best = (cost, shift, max(occupied))
+        if max(occupied) == 1:
+            break
+    return best[1], best[2]
 
 
 def _worth_keeping(cells: tuple[NDArray[np.int64], NDArray[np.int64]]) -> bool:
