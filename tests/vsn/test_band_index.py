@@ -319,3 +319,29 @@ def test_index_param() -> None:
     assert off.kernel.join.band is None  # type: ignore[union-attr]
     with pytest.raises(OperatorError, match="index='maybe'"):
         build("hedge", {"index": "maybe"})
+
+
+@pytest.mark.parametrize(
+    ("per_band_cell", "widths"),
+    [(100.0, {1}), (25.0, {2}), (0.25, {8, 16, 32})],
+)
+def test_grid_cells_widen_as_the_data_thins(per_band_cell: float, widths: set[int]) -> None:
+    """Cells as wide as the band on dense data, wider (fewer visits a probe) on sparse data.
+
+    On ``d`` tuples per band width the cost rule's best width is about ``sqrt(2 *
+    CELL_VISIT / d)`` band widths: 1 at d = 100, 2 at d = 25, about 18 at d = 0.25.
+    """
+    spread = 4000
+    count = int(spread * per_band_cell)
+    rng = np.random.default_rng(3)
+    cells = tuple(np.sort(rng.integers(0, spread, count)) for _ in range(2))
+    shift, occupied = compiled_band_join._shift(cells)
+    assert 2**shift in widths
+    assert occupied == max(len(np.unique(side >> shift)) for side in cells)
+
+
+def test_grid_cells_of_no_or_one_cell() -> None:
+    empty = np.array([], dtype=np.int64)
+    assert compiled_band_join._shift((empty, empty)) == (0, 0)
+    one = np.full(50, 7, dtype=np.int64)
+    assert compiled_band_join._shift((one, one)) == (0, 1)
