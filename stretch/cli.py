@@ -557,27 +557,13 @@ def _columns_of(table: pa.Table) -> str:
     for field in table.schema:
         if field.name == TS:
             continue
-        kind = _kind_of(field.type)
+        dtype = field.type
+        kind = ColumnType.holding(dtype.value_type if pa.types.is_dictionary(dtype) else dtype)
         if kind is None:
             msg = f"column {field.name!r} has type {field.type}, which forward cannot carry"
             raise InputError(msg)
         kinds.append(f"{field.name}:{kind.value}")
     return ",".join(kinds)
-
-
-def _kind_of(dtype: pa.DataType) -> ColumnType | None:
-    """The column type that holds an Arrow type exactly (``conform`` casts to it), if any."""
-    if pa.types.is_dictionary(dtype):
-        dtype = dtype.value_type
-    if pa.types.is_integer(dtype):
-        return ColumnType.INT
-    if pa.types.is_floating(dtype):
-        return ColumnType.FLOAT
-    if pa.types.is_boolean(dtype):
-        return ColumnType.BOOL
-    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
-        return ColumnType.STR
-    return None
 
 
 def _ordered(table: pa.Table, path: str, asserted: bool) -> pa.Table:

@@ -50,6 +50,22 @@ class ColumnType(Enum):
         """The Arrow type a column of this kind is stored as."""
         return _ARROW[self]
 
+    @classmethod
+    def holding(cls, dtype: pa.DataType) -> ColumnType | None:
+        """The kind whose Arrow type holds every value of ``dtype``, or None.
+
+        ``conform`` casts integers of any width, floats and large strings to it.
+        """
+        if pa.types.is_integer(dtype):
+            return cls.INT
+        if pa.types.is_floating(dtype):
+            return cls.FLOAT
+        if pa.types.is_boolean(dtype):
+            return cls.BOOL
+        if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+            return cls.STR
+        return None
+
 
 _ARROW = {
     ColumnType.INT: pa.int64(),

@@ -113,15 +113,9 @@ def _inferred(arrow: pa.Schema) -> Schema:
     for field in arrow:
         if field.name == TS:
             continue
-        kind = field.type
-        if pa.types.is_integer(kind):
-            columns.append((field.name, ColumnType.INT))
-        elif pa.types.is_floating(kind):
-            columns.append((field.name, ColumnType.FLOAT))
-        elif pa.types.is_boolean(kind):
-            columns.append((field.name, ColumnType.BOOL))
-        elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
-            columns.append((field.name, ColumnType.STR))
+        kind = ColumnType.holding(field.type)
+        if kind is not None:
+            columns.append((field.name, kind))
     return Schema(tuple(columns))
 
 
