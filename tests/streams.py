@@ -47,8 +47,8 @@ def scalejoin_streams(draw: st.DrawFn) -> list[pa.Table]:
     return [left, right]
 
 
-AVG_PRICES = [100.0, 40.0]
-"""avg_price of generated trades."""
+AVG_PRICES = [100.0, 40.0, 0.0]
+"""avg_price of generated trades; 0: a trade with no ND, which matches nothing."""
 DEVIATIONS = [-5.0, -4.0, -2.1, -2.0, -1.9, 0.0, 2.0, 4.0, 4.1, 5.0]
 """price - avg_price of generated trades: opposite deviations of similar size, ND = 0, and
 ratios ND_R / ND_L at the ends of [-1.05, -0.95], some a rounding error either side."""

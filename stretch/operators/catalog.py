@@ -289,8 +289,8 @@ def _scalejoin_match(left: StreamTuple, right: StreamTuple) -> Payload | None:
 
 
 def _hedge_match(left: StreamTuple, right: StreamTuple) -> Payload | None:
-    if left["symbol"] == right["symbol"]:
-        return None
+    if left["symbol"] == right["symbol"] or left["avg_price"] == 0 or right["avg_price"] == 0:
+        return None  # a trade with no average has no ND
     nd_left = (left["price"] - left["avg_price"]) / left["avg_price"]
     if nd_left == 0:
         return None

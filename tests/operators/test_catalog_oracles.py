@@ -124,6 +124,8 @@ def test_scalejoin(streams: list[pa.Table], ws: int, keys: int) -> None:
 @given(trades(), st.sampled_from([1, 20, 200]))
 def test_hedge(table: pa.Table, ws: int) -> None:
     def match(l_row: dict[str, Any], r_row: dict[str, Any]) -> tuple[Any, ...] | None:
+        if l_row["avg_price"] == 0 or r_row["avg_price"] == 0:
+            return None  # no ND
         nd_l = (l_row["price"] - l_row["avg_price"]) / l_row["avg_price"]
         nd_r = (r_row["price"] - r_row["avg_price"]) / r_row["avg_price"]
         if l_row["symbol"] != r_row["symbol"] and nd_l != 0 and -1.05 <= nd_r / nd_l <= -0.95:

@@ -106,6 +106,24 @@ def test_scalejoin_indexed_equals_run_sn(
     assert out.equals(run_sn(op, tables))
 
 
+INT64 = np.iinfo(np.int64)
+
+
+@pytest.mark.parametrize("index", ["on", "off"])
+def test_scalejoin_values_2_63_apart_do_not_match(index: str) -> None:
+    """``x - a`` wraps in int64 beyond 2**63 apart; the kernels compare exactly, as Python."""
+    left = SCALEJOIN_L.table([0] * 4, [(x, 1.0) for x in (0, 500, 9000, INT64.max)])
+    right = SCALEJOIN_R.table(
+        [0, 0, 1],
+        [(INT64.min, 1.0, 0.0, True), (-5, 1.0, 0.0, True), (INT64.max - 3, 1.0, 0.0, True)],
+    )
+    op = build("scalejoin", {"ws": 10, "keys": 2, "index": index})
+    expected = run_sn(op, [left, right])
+    assert expected.column("a").to_pylist() == [-5, INT64.max - 3]  # x = 0 and x = max
+    for m in (1, 2):
+        assert run_vsn(op, [left, right], m).equals(expected)
+
+
 @settings(max_examples=15, deadline=None)
 @given(tables=scalejoin_edges(), plan=schedules(3))
 def test_small_stores_and_grids_rebuild(

@@ -25,8 +25,8 @@ block is counted for all of them while it is in L1 (the 1T of
 the loop are unsigned: on a signed index Numba adds a select for negative indices and
 LLVM then gathers instead of loading contiguous lanes. ``candidate`` must hold for every
 pair ``match`` accepts or raises on (a superset); ScaleJoin's predicate is branch-free and
-is its own candidate; hedge's divides (and raises on a zero average, as the reference
-does), so its candidate is a division-free test of the same ratio with room for rounding.
+is its own candidate; hedge's divides, so its candidate is a division-free test of the
+same ratio with room for rounding.
 ``tests/operators/test_vectorized.py`` checks in the LLVM IR that both loops of each
 entry point are vector loops.
 
@@ -79,16 +79,25 @@ GROUP = 32
 
 @njit(inline="always")
 def _scalejoin_match(left: Columns, l: Index, right: Columns, r: Index) -> bool:
-    """``catalog._scalejoin_match`` on L (x, y) and R (a, b): both within 10, branch-free."""
-    return bool((abs(left[0][l] - right[0][r]) <= 10) & (abs(left[1][l] - right[1][r]) <= 10))
+    """``catalog._scalejoin_match`` on L (x, y) and R (a, b): both within 10, branch-free.
+
+    ``|x - a|`` is taken as the larger minus the smaller in uint64, exact for any two
+    int64 (``x - a`` in int64 wraps once they are 2**63 or more apart, and the wrapped
+    difference could fall within 10, as Python's exact integers never do). Written as a
+    select between the two differences, which LLVM still vectorizes (``max``/``min`` of
+    the two, cast, it did not).
+    """
+    x, a = left[0][l], right[0][r]
+    ux, ua = np.uint64(x), np.uint64(a)
+    apart = (ux - ua) if x >= a else (ua - ux)
+    return bool((apart <= np.uint64(10)) & (abs(left[1][l] - right[1][r]) <= 10))
 
 
 @njit(inline="always")
 def _hedge_candidate(left: Columns, l: Index, right: Columns, r: Index) -> bool:
     """Branch-free and division-free: true for every pair ``_hedge_match`` accepts.
 
-    And for every pair on which it raises (a zero ``avg_price``), so the exact predicate
-    sees it in the scan. The ratio ``nd_right / nd_left`` is ``cross / scale`` below, so
+    The ratio ``nd_right / nd_left`` is ``cross / scale`` below, so
     within [-1.05, -0.95] it gives ``|cross + scale| <= 0.05 |scale|`` (0.06 leaves room
     for rounding); overflow and underflow make a candidate too, for the scan to decide.
     """
@@ -98,7 +107,7 @@ def _hedge_candidate(left: Columns, l: Index, right: Columns, r: Index) -> bool:
     scale = right[2][r] * d_left
     near = abs(cross + scale) <= 0.06 * abs(scale)
     odd = (abs(cross) >= np.inf) | (abs(scale) >= np.inf) | (abs(scale) < 1e-300)
-    return bool((left[0][l] != right[0][r]) & (near | odd | (left[2][l] == 0)))
+    return bool((left[0][l] != right[0][r]) & (near | odd))
 
 
 @njit(inline="always")
@@ -106,11 +115,10 @@ def _hedge_match(left: Columns, l: Index, right: Columns, r: Index) -> bool:
     """``catalog._hedge_match`` on (symbol code, price, avg_price), float for float.
 
     The same operations in the same order as the Python predicate, so every ratio and
-    comparison is bit for bit the reference's, and an ``avg_price`` of 0 raises
-    ZeroDivisionError as it does there (Numba's Python error model); equal symbols have
-    equal codes (one dictionary per pipeline).
+    comparison is bit for bit the reference's; a trade with an ``avg_price`` of 0 has no
+    ND and matches nothing; equal symbols have equal codes (one dictionary per pipeline).
     """
-    if left[0][l] == right[0][r]:
+    if left[0][l] == right[0][r] or left[2][l] == 0 or right[2][r] == 0:
         return False
     nd_left = (left[1][l] - left[2][l]) / left[2][l]
     if nd_left == 0:
