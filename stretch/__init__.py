@@ -15,8 +15,10 @@ At the top: the CLI (``cli``), the REST client (``client``), file IO, generators
 
 import importlib
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scalegate.numba_cache import drop_stale
 from stretch.errors import (
     CapacityError,
     InputError,
@@ -29,6 +31,8 @@ from stretch.errors import (
 from stretch.model.oplus import OPlus, OutputTime, StreamTuple, Windows, WindowType
 from stretch.model.schema import Schema
 from stretch.model.sn import SNRuntime, run_sn
+
+drop_stale(Path(__file__).parent)  # before any kernel loads from Numba's cache
 
 if TYPE_CHECKING:
     from stretch.operators.catalog import CATALOG, Param, build, load_operators, register
