@@ -151,10 +151,12 @@ def _parser() -> argparse.ArgumentParser:
         "(event time in ms) or a timestamp column (Parquet/Arrow timestamps of any unit, ISO 8601 "
         "text in CSV/JSON lines; converted to ms, a zoneless one read as UTC) and the "
         "operator's columns. 'hedge' takes one file "
-        "that feeds both of its streams.",
+        "that feeds both of its streams (or two: L, then R).",
         epilog="operators: " + "; ".join(f"{n}: {s.description}" for n, s in CATALOG.items()),
     )
-    replay.add_argument("operator", help=f"one of {', '.join(CATALOG)}")
+    replay.add_argument(
+        "operator", help=f"one of {', '.join(CATALOG)}, or one that --operators registers"
+    )
     replay.add_argument(
         "--input",
         action="append",
@@ -173,6 +175,15 @@ def _parser() -> argparse.ArgumentParser:
         "--output",
         metavar="PATH",
         help="output file (format by extension); CSV on stdout if omitted",
+    )
+    replay.add_argument(
+        "--operators",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE (e.g. mypackage.ops), which registers operators with "
+        "stretch.register (repeatable); operators of installed packages' "
+        "'stretch.operators' entry points are loaded too",
     )
     replay.add_argument(
         "--runtime",
@@ -479,17 +490,23 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    params = dict(_split_param(p) for p in args.param)
-    if not 1 <= args.parallelism <= MAX_PARALLELISM:
-        msg = f"--parallelism must be in 1..{MAX_PARALLELISM}, got {args.parallelism}"
-        raise InputError(msg)
+    params = _params(args.param)
+    for flag, value in (
+        ("--parallelism", args.parallelism),
+        ("--max-parallelism", args.max_parallelism),
+    ):
+        if value is not None and not 1 <= value <= MAX_PARALLELISM:
+            msg = f"{flag} must be in 1..{MAX_PARALLELISM}, got {value}"
+            raise InputError(msg)
+    for name in load_operators(args.operators):
+        log.info("loaded operator %r", name)
     schedule = [_split_reconfigure(text) for text in args.reconfigure]
     if schedule and args.runtime != "vsn":
         msg = "--reconfigure needs --runtime vsn"
         raise InputError(msg)
     tables = [read_table(path) for path in args.input]
     if args.operator == "forward" and "columns" not in params and tables:
-        params["columns"] = _columns_of(tables[0])
+        params["columns"] = _columns_of(tables[0], args.input[0])
         params.setdefault("inputs", str(len(tables)))
     op = build(args.operator, params)
     if CATALOG[args.operator].one_stream and len(tables) == 1:
@@ -532,12 +549,20 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _split_param(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        msg = f"--param must look like K=V, got {text!r}"
-        raise InputError(msg)
-    return key.strip(), value.strip()
+def _params(texts: Sequence[str]) -> dict[str, str]:
+    """The ``--param K=V`` flags as a dict; a key given twice is an error."""
+    params: dict[str, str] = {}
+    for text in texts:
+        key, sep, value = text.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            msg = f"--param must look like K=V, got {text!r}"
+            raise InputError(msg)
+        if key in params:
+            msg = f"--param {key} is given twice ({params[key]!r} and {value.strip()!r})"
+            raise InputError(msg)
+        params[key] = value.strip()
+    return params
 
 
 def _split_reconfigure(text: str) -> tuple[int, int]:
@@ -551,8 +576,8 @@ def _split_reconfigure(text: str) -> tuple[int, int]:
         raise InputError(msg) from None
 
 
-def _columns_of(table: pa.Table) -> str:
-    """Forward's ``columns`` param from a table's payload columns."""
+def _columns_of(table: pa.Table, path: str) -> str:
+    """Forward's ``columns`` param from the payload columns of ``table``, read from ``path``."""
     kinds = []
     for field in table.schema:
         if field.name == TS:
@@ -560,9 +585,15 @@ def _columns_of(table: pa.Table) -> str:
         dtype = field.type
         kind = ColumnType.holding(dtype.value_type if pa.types.is_dictionary(dtype) else dtype)
         if kind is None:
-            msg = f"column {field.name!r} has type {field.type}, which forward cannot carry"
+            msg = (
+                f"{path}: column {field.name!r} has type {field.type}, which forward cannot "
+                f"carry (it carries {', '.join(t.value for t in ColumnType)} columns)"
+            )
             raise InputError(msg)
         kinds.append(f"{field.name}:{kind.value}")
+    if not kinds:
+        msg = f"{path}: no column besides {TS!r} for forward to carry"
+        raise InputError(msg)
     return ",".join(kinds)
 
 
@@ -594,15 +625,25 @@ def _write_output(table: pa.Table, path: str | None) -> None:
 
 
 def _csv_value(value: object) -> str:
+    """A value as CSV text that ``read_table`` reads back as it was.
+
+    A string is quoted when empty (unquoted, that reads as null) or when it holds a comma,
+    a quote or a line break.
+    """
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)
     text = str(value)
-    return f'"{text.replace(chr(34), chr(34) * 2)}"' if any(c in text for c in ',"\n') else text
+    if isinstance(value, str) and (not text or any(c in text for c in ',"\n\r')):
+        return f'"{text.replace(chr(34), chr(34) * 2)}"'
+    return text
 
 
 def _generate(args: argparse.Namespace) -> int:
+    if args.seed < 0:
+        msg = f"--seed must be >= 0, got {args.seed}"
+        raise InputError(msg)
     rows = DEFAULT_ROWS[args.kind] if args.rows is None else args.rows
     progress = _GenerateProgress(rows >= PROGRESS_ROWS)
     progress.stage(f"generating {rows:,} rows per stream of {args.kind}")
@@ -715,7 +756,7 @@ def _pipeline(args: argparse.Namespace) -> int:
         args.operator,
         [Path(p) for p in args.input],
         Path(args.output),
-        params=dict(_split_param(p) for p in args.param),
+        params=_params(args.param),
         parallelism=args.parallelism,
         max_parallelism=args.max_parallelism,
         url=args.url,

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
@@ -68,10 +69,10 @@ def read_table(path: str | Path) -> pa.Table:
         msg = f"cannot read {path}: unknown extension {path.suffix!r}, expected one of {FORMATS}"
         raise InputError(msg)
     if not path.is_file():
-        msg = f"cannot read {path}: no such file"
+        msg = f"cannot read {path}: {'a directory' if path.is_dir() else 'no such file'}"
         raise InputError(msg)
     try:
-        return _event_time_text(reader(path))
+        return _event_time_text(reader(path), path)
     except OSError as exc:
         msg = f"cannot read {path}: {exc.strerror or _first_line(exc)}"
         raise InputError(msg) from exc
@@ -125,25 +126,41 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-_EVENT_TIME_TEXT = (pa.timestamp("ns", tz="UTC"), pa.timestamp("ns"))
-"""What ISO 8601 text in ``ts`` is read as: with a zone offset, else without one."""
+_ZONED = pa.timestamp("ns", tz="UTC")
+"""What ISO 8601 text in ``ts`` is read as: with a zone offset, or without one as UTC."""
+_ZONE = r"[T ]\d\d(:?\d\d)*([.,]\d+)?(Z|[+-]\d\d(:?\d\d)?)$"
+"""The end of ISO 8601 text that gives a zone: a time, then ``Z`` or an offset."""
+_ISO = r"^\d{4}-\d\d-\d\d([T ]\d\d(:?\d\d)*([.,]\d+)?(Z|[+-]\d\d(:?\d\d)?)?)?$"
+"""ISO 8601 text as ``ts`` takes it: a date, then optionally a time and a zone."""
 
 
-def _event_time_text(table: pa.Table) -> pa.Table:
+def _event_time_text(table: pa.Table, path: Path) -> pa.Table:
     """``table`` with a text ``ts`` of ISO 8601 timestamps read as timestamps.
 
-    Text that is not such timestamps stays text (``conform`` then names the row).
+    Each value with a zone offset is read in its zone, each without one as UTC, so a file
+    may mix them. Text that is not such timestamps stays text (``conform`` then names the
+    row), unless its first value is one: then the first value that is not is named.
     """
     index = table.schema.get_field_index(TS)
     if index < 0 or not pa.types.is_string(table.schema.field(index).type):
         return table
-    for kind in _EVENT_TIME_TEXT:
-        try:
-            column = table.column(index).cast(kind)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            continue
-        return table.set_column(index, pa.field(TS, kind), column)
-    return table
+    text = table.column(index)
+    zoned = pc.match_substring_regex(text, _ZONE)
+    try:  # each kind of value cast alone, the others standing in as the epoch
+        with_zone = pc.if_else(zoned, text, "1970-01-01T00:00:00Z").cast(_ZONED)
+        without = pc.if_else(zoned, "1970-01-01T00:00:00", text).cast(pa.timestamp("ns"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        iso = pc.fill_null(pc.match_substring_regex(text, _ISO), False).to_numpy()
+        if iso.size and iso[0] and not iso.all():
+            row = int(np.argmin(iso))
+            msg = (
+                f"{path}: row {row + 1}, column 'ts': {text[row].as_py()!r} is not ISO 8601 "
+                "time (e.g. 2024-05-01T12:00:00.250Z)"
+            )
+            raise InputError(msg) from None
+        return table
+    column = pc.if_else(zoned, with_zone, without.cast(_ZONED))
+    return table.set_column(index, pa.field(TS, _ZONED), column)
 
 
 def _temporal_columns(table: pa.Table) -> list[str]:

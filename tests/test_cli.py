@@ -141,6 +141,49 @@ def test_replay_to_stdout_and_hedge_from_one_file(tmp_path: Path) -> None:
     assert result.stdout.splitlines()[0] == "ts,l_symbol,l_price,r_symbol,r_price"
 
 
+def test_csv_on_stdout_reads_back_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Empty strings and carriage returns are quoted: unquoted they read as null, or split."""
+    source = tmp_path / "in.parquet"
+    texts = ["", "a\rb", "x,y", 'say "hi"', "two\nlines", "plain"]
+    write_table(pa.table({"ts": list(range(len(texts))), "s": texts}), str(source))
+    assert main(["replay", "forward", "--input", str(source)]) == 0
+    written = tmp_path / "out.csv"
+    written.write_bytes(capsys.readouterr().out.encode())
+    assert read_table(str(written)).column("s").to_pylist() == texts
+
+
+def test_a_param_given_twice_is_refused(scalejoin_files: tuple[Path, Path]) -> None:
+    left, right = scalejoin_files
+    result = stretch(
+        "replay", "scalejoin", "--input", str(left), "--input", str(right),
+        "--param", "ws=1", "--param", "ws=300000",
+    )  # fmt: skip
+    assert_clean_error(result, "--param ws is given twice")
+    result = stretch("replay", "scalejoin", "--input", str(left), "--max-parallelism", "0")
+    assert_clean_error(result, "--max-parallelism must be in 1..64, got 0")
+
+
+def test_replay_loads_a_module_of_operators(tmp_path: Path) -> None:
+    """``--operators MODULE`` registers a user's operators for replay, as for serve."""
+    (tmp_path / "my_ops.py").write_text(
+        "import stretch\n"
+        "stretch.register('copy_v', lambda params: stretch.build("
+        "'forward', {'columns': 'v:int', 'inputs': '1'}))\n"
+    )
+    source = tmp_path / "in.csv"
+    source.write_text("ts,v\n1,7\n2,8\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-m", "stretch.cli", "replay", "copy_v", "--operators", "my_ops",
+         "--input", str(source)],
+        capture_output=True, text=True, timeout=120, check=False, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["ts,v", "1,7", "2,8"]
+
+
 def test_forward_infers_columns(tmp_path: Path) -> None:
     a, b, out = tmp_path / "a.csv", tmp_path / "b.csv", tmp_path / "o.csv"
     a.write_text("ts,v\n1,10\n5,50\n")
@@ -176,6 +219,24 @@ def test_forward_widens_narrow_and_encoded_columns(tmp_path: Path) -> None:
     got = read_table(out)
     assert got.schema.types == [pa.int64(), pa.float64(), pa.int64(), pa.string(), pa.string()]
     assert got.to_pylist() == table.cast(got.schema).to_pylist()
+
+
+def test_forward_names_the_file_of_a_column_it_cannot_carry(tmp_path: Path) -> None:
+    binary, only_ts = tmp_path / "b.parquet", tmp_path / "t.csv"
+    write_table(pa.table({"ts": [1], "v": pa.array([b"x"])}), binary)
+    only_ts.write_text("ts\n1\n")
+    assert_clean_error(
+        stretch("replay", "forward", "--input", str(binary)), str(binary), "type binary"
+    )
+    assert_clean_error(stretch("replay", "forward", "--input", str(only_ts)), "no column besides")
+    assert_clean_error(
+        stretch("replay", "forward", "--input", str(only_ts), "--param", "columns=v:foo"),
+        "columns: 'v' has type 'foo', not one of int, float, bool, str",
+    )
+    assert_clean_error(
+        stretch("generate", "tweets", "--seed", "-1", "--output", str(tmp_path / "x.csv")),
+        "--seed must be >= 0",
+    )
 
 
 def test_missing_column(tmp_path: Path) -> None:

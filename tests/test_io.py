@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from stretch.errors import InputError, SchemaError
 from stretch.io import FORMATS, read_table, write_table
+from stretch.model.schema import Schema, conform
 
 TRICKY_STRINGS = ["plain", "", None, 'a,b "quoted"', "line\nbreak\r\n", "é ✓ \\ \x01", "2018-10-01"]
 
@@ -204,7 +205,25 @@ def test_missing_file_is_an_input_error(tmp_path: Path, extension: str) -> None:
 def test_directory_is_an_input_error(tmp_path: Path) -> None:
     path = tmp_path / "dir.csv"
     path.mkdir()
-    with pytest.raises(InputError, match="dir.csv"):
+    with pytest.raises(InputError, match="dir.csv: a directory"):
+        read_table(path)
+
+
+@pytest.mark.parametrize("extension", [".csv", ".jsonl"])
+def test_event_time_text_may_mix_zoned_and_zoneless(tmp_path: Path, extension: str) -> None:
+    """Each ISO 8601 ``ts`` is read in its own zone; one without a zone is UTC."""
+    texts = ["2024-01-01T00:00:00Z", "2024-01-01T00:00:01", "2024-01-01T02:00:02+01:00"]
+    path = tmp_path / f"mixed{extension}"
+    write_table(pa.table({"ts": texts, "v": [1, 2, 3]}), path)
+    table = conform(read_table(path), Schema.of(v="int"), path.name)
+    ts = table.column("ts").to_pylist()
+    assert [t - 1_704_067_200_000 for t in ts] == [0, 1_000, 3_602_000]
+
+
+def test_event_time_text_names_the_first_value_that_is_not_a_time(tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text("ts,v\n2024-01-01T00:00:00Z,1\n2024-01-01T00:00:01,2\nsoon,3\n")
+    with pytest.raises(InputError, match="bad.csv: row 3, column 'ts': 'soon' is not ISO 8601"):
         read_table(path)
 
 

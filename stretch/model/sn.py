@@ -53,6 +53,9 @@ class SNRuntime:
         mapping: Key group -> instance; round robin by default.
         trace: If given, instance 0's state operations are appended to it.
 
+    Raises:
+        ValueError: ``parallelism`` is below 1, or ``mapping`` does not fit it.
+
     """
 
     def __init__(
@@ -62,6 +65,9 @@ class SNRuntime:
         mapping: Sequence[int] | None = None,
         trace: list[TraceEvent] | None = None,
     ) -> None:
+        if parallelism < 1:
+            msg = f"parallelism must be >= 1, got {parallelism}"
+            raise ValueError(msg)
         self.op = op
         self.mapping = validate_mapping(
             mapping if mapping is not None else default_mapping(op.key_groups, parallelism),

@@ -25,7 +25,7 @@ from stretch.model.oplus import (
     Windows,
     WindowType,
 )
-from stretch.model.schema import TS, Schema
+from stretch.model.schema import TS, ColumnType, Schema
 from stretch.operators.joins import band_join
 from stretch.operators.kernels import HEDGE, SCALEJOIN, AggregateSpec, BandJoin, ForwardSpec
 
@@ -172,6 +172,11 @@ def _columns(text: str) -> Schema:
     if repeated:
         msg = f"columns name {', '.join(map(repr, repeated))} more than once"
         raise ValueError(msg)
+    kinds = [kind.value for kind in ColumnType]
+    for name, kind in pairs:
+        if kind not in kinds:
+            msg = f"columns: {name!r} has type {kind!r}, not one of {', '.join(kinds)}"
+            raise ValueError(msg)
     return Schema.of(**dict(pairs))
 
 

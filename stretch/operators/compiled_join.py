@@ -44,7 +44,7 @@ from numba.core.dispatcher import Dispatcher
 
 from stretch.errors import OperatorError
 from stretch.model.oplus import OPlus, Payload, StreamTuple
-from stretch.model.schema import ColumnType, Schema
+from stretch.model.schema import TS, ColumnType, Schema
 from stretch.operators.joins import band_join as j_plus
 from stretch.operators.kernels import Band, BandJoin
 from stretch.operators.kernels._predicate_join import predicate_indexed_run, predicate_run
@@ -60,6 +60,12 @@ def _payload(
     """``output``'s ``"left.col"`` / ``"right.col"`` sources as (side, column) pairs."""
     payload = []
     for column, source in output.items():
+        if column == TS:
+            msg = (
+                f"band join {name!r}: output column {TS!r} is the event time every row "
+                "carries (the later tuple's); give the column another name"
+            )
+            raise OperatorError(msg)
         side, _, of = source.partition(".")
         if side not in _SIDES or of not in inputs[_SIDES.get(side, 0)].names:
             msg = (
@@ -136,13 +142,17 @@ def band_join(
         The J+ (Operator 10), with its compiled kernel declared in ``OPlus.kernel``.
 
     Raises:
-        OperatorError: ``predicate`` is not a Numba-compiled function, ``reads`` or
-            ``output`` names a column the schemas do not have, or ``band`` names a
-            column that is not numeric or a width that is not finite and positive.
+        OperatorError: ``predicate`` is not a Numba-compiled function, ``ws`` is
+            negative, ``reads`` or ``output`` names a column the schemas do not have,
+            ``output`` names a column ``ts``, or ``band`` names a column that is not
+            numeric or a width that is not finite and positive.
 
     """
     if not isinstance(predicate, Dispatcher):
         msg = f"band join {name!r}: predicate must be an @numba.njit function, got {predicate!r}"
+        raise OperatorError(msg)
+    if ws < 0:
+        msg = f"band join {name!r}: ws must be >= 0 ms, got {ws}"
         raise OperatorError(msg)
     inputs = (left, right)
     read = (tuple(left.names), tuple(right.names)) if reads is None else tuple(map(tuple, reads))

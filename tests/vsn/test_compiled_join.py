@@ -128,6 +128,12 @@ def test_predicate_must_be_compiled() -> None:
         stretch.band_join(
             "slow", 10, left=LEFT, right=RIGHT, predicate=near.py_func, output={"x": "left.x"}
         )
+    with pytest.raises(OperatorError, match="ws must be >= 0 ms, got -1"):
+        stretch.band_join(
+            "back", -1, left=LEFT, right=RIGHT, predicate=near, output={"x": "left.x"}
+        )
+    with pytest.raises(ValueError, match="parallelism must be >= 1, got 0"):
+        stretch.run_sn(stretch.build("scalejoin", {}), [], parallelism=0)
 
 
 @pytest.mark.parametrize(
@@ -136,6 +142,7 @@ def test_predicate_must_be_compiled() -> None:
         (None, {"x": "left.z"}, "output column 'x' = 'left.z'"),
         (None, {"x": "middle.x"}, "output column 'x' = 'middle.x'"),
         ((("x",), ("q",)), {"x": "left.x"}, "reads \\['q'\\] of right"),
+        (None, {"x": "left.x", "ts": "right.a"}, "output column 'ts' is the event time"),
     ],
 )
 def test_bad_columns_are_named(
