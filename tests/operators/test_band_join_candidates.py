@@ -1,4 +1,4 @@
-"""hedge's vectorized candidate test keeps every pair its exact predicate accepts.
+"""The vectorized candidate tests keep every pair their exact predicates accept.
 
 The kernel scans only blocks holding a candidate, so a pair the candidate test missed
 would be a lost match. Floats here include zero averages (no ND: never a match),
@@ -14,7 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from stretch.operators.kernels._band_join import _hedge_candidate, _hedge_match
+from stretch.operators.kernels._band_join import (
+    _hedge_candidate,
+    _hedge_match,
+    _scalejoin_candidate,
+    _scalejoin_match,
+)
 
 ANY_FLOAT = st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True)
 PRICE = st.one_of(ANY_FLOAT, st.floats(0.5, 2000.0), st.just(0.0))
@@ -56,3 +61,23 @@ def test_candidate_holds_for_matches_up_to_the_band_edges(
     r_cols = side(1, avg[1] * (1 + ratio * deviation), avg[1])
     assert _hedge_match(l_cols, 0, r_cols, 0)
     assert _hedge_candidate(l_cols, 0, r_cols, 0)
+
+
+INT64 = st.one_of(
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(-(2**63), -(2**63) + 25),
+    st.integers(2**63 - 26, 2**63 - 1),
+    st.integers(-30, 30),
+)
+
+
+@given(x=INT64, a=INT64, y=st.floats(-20, 20), b=st.floats(-20, 20))
+def test_scalejoin_candidate_holds_wherever_the_exact_predicate_does(
+    x: int, a: int, y: float, b: float
+) -> None:
+    """Exact ``|x - a| <= 10`` over all of int64; the wrapping candidate a superset."""
+    left = (np.array([x], dtype=np.int64), np.array([y]))
+    right = (np.array([a], dtype=np.int64), np.array([b]))
+    matched = _scalejoin_match(left, 0, right, 0)
+    assert matched == (abs(x - a) <= 10 and abs(y - b) <= 10)
+    assert _scalejoin_candidate(left, 0, right, 0) or not matched

@@ -62,6 +62,7 @@ from stretch.operators.kernels._band_join import (
     _hedge_match,
     _probe_left,
     _probe_right,
+    _scalejoin_candidate,
     _scalejoin_match,
     _store_row,
 )
@@ -648,7 +649,7 @@ def scalejoin_indexed_run(
 ) -> int:
     """``_indexed_join`` with ScaleJoin's predicate; L reads (x, y), R reads (a, b)."""
     return _indexed_join(
-        _scalejoin_match, _scalejoin_match, slot_keys, keys, ws, wa, progress, run_ts,
+        _scalejoin_candidate, _scalejoin_match, slot_keys, keys, ws, wa, progress, run_ts,
         run_source, run_seq, run_cells, store_ts, store_seq, store_cell, bounds, stored_left,
         stored_right, fill_left, fill_right, left, right, bases,
         (cells, cell_head, cell_count, shift, small_window), (grid_left, grid_right),

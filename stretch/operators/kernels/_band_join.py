@@ -24,9 +24,9 @@ block is counted for all of them while it is in L1 (the 1T of
 ``benchmarks/onethread_scalejoin.py`` does the same over its whole window). Indices in
 the loop are unsigned: on a signed index Numba adds a select for negative indices and
 LLVM then gathers instead of loading contiguous lanes. ``candidate`` must hold for every
-pair ``match`` accepts or raises on (a superset); ScaleJoin's predicate is branch-free and
-is its own candidate; hedge's divides, so its candidate is a division-free test of the
-same ratio with room for rounding.
+pair ``match`` accepts or raises on (a superset); ScaleJoin's candidate is its predicate
+with ``x - a`` wrapping (the exact predicate takes a select more); hedge's divides, so its
+candidate is a division-free test of the same ratio with room for rounding.
 ``tests/operators/test_vectorized.py`` checks in the LLVM IR that both loops of each
 entry point are vector loops.
 
@@ -77,20 +77,35 @@ GROUP = 32
 """The most run tuples of one side and one ts compared with a block while it is in L1."""
 
 
+TEN = np.uint64(10)
+TWENTY = np.uint64(20)
+
+
+@njit(inline="always")
+def _scalejoin_candidate(left: Columns, l: Index, right: Columns, r: Index) -> bool:
+    """True for every pair ``_scalejoin_match`` accepts: ``x - a`` wrapping in uint64.
+
+    ``x - a + 10 <= 20`` in uint64 (a wrapping, well-defined subtraction: no signed
+    overflow for LLVM to assume away) is ``|x - a| <= 10`` exactly, but for pairs 2**64 -
+    10 or more apart (one near each end of int64), which the scan then refuses. As cheap
+    as the signed test and a vector loop.
+    """
+    near = np.uint64(left[0][l]) - np.uint64(right[0][r]) + TEN <= TWENTY
+    return bool(near & (abs(left[1][l] - right[1][r]) <= 10))
+
+
 @njit(inline="always")
 def _scalejoin_match(left: Columns, l: Index, right: Columns, r: Index) -> bool:
     """``catalog._scalejoin_match`` on L (x, y) and R (a, b): both within 10, branch-free.
 
-    ``|x - a|`` is taken as the larger minus the smaller in uint64, exact for any two
-    int64 (``x - a`` in int64 wraps once they are 2**63 or more apart, and the wrapped
-    difference could fall within 10, as Python's exact integers never do). Written as a
-    select between the two differences, which LLVM still vectorizes (``max``/``min`` of
-    the two, cast, it did not).
+    ``|x - a|`` is the larger minus the smaller in uint64, exact for any two int64
+    (``x - a`` in int64 wraps once they are 2**63 or more apart, and the wrapped
+    difference could fall within 10, as Python's exact integers never do).
     """
     x, a = left[0][l], right[0][r]
     ux, ua = np.uint64(x), np.uint64(a)
     apart = (ux - ua) if x >= a else (ua - ux)
-    return bool((apart <= np.uint64(10)) & (abs(left[1][l] - right[1][r]) <= 10))
+    return bool((apart <= TEN) & (abs(left[1][l] - right[1][r]) <= 10))
 
 
 @njit(inline="always")
@@ -381,7 +396,7 @@ def scalejoin_run(
 ) -> int:
     """``_band_join`` with ScaleJoin's predicate; L reads (x, y), R reads (a, b)."""
     return _band_join(
-        _scalejoin_match,
+        _scalejoin_candidate,
         _scalejoin_match,
         slot_keys,
         keys,
