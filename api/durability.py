@@ -1,6 +1,10 @@
 """Durable operators (docs/api.md, "Durability"): what is on disk and how it is read back.
 
-With ``stretch serve --state-dir DIR`` each operator keeps, under ``DIR/operators/<name>/``:
+With ``stretch serve --state-dir DIR`` the service holds an exclusive lock on ``DIR/lock``
+(``flock``: the OS drops it when the process dies, kill -9 included) for as long as it
+runs, so no second server writes the same files. Each operator keeps, under
+``DIR/operators/<name>/`` (made whole in a temporary folder, then renamed: a folder there
+is an operator acknowledged, and one without a readable ``operator.json`` is damaged):
 
 * ``operator.json``: how it was created, written and fsync'd before the 201;
 * ``journal/``: every request that changed it, written ahead under the source's lock and
@@ -18,6 +22,7 @@ is restored from its latest checkpoint plus the journal after it.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -31,6 +36,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from stretch.api.errors import ConflictError
 from stretch.api.metrics import ServiceMetrics
 from stretch.durable import Checkpoint, CheckpointStore, Journal, JournalRecords, read_journal
 from stretch.durable.journal import sync_directory
@@ -49,6 +55,9 @@ __all__ = [
 ]
 
 SPEC = "operator.json"
+LOCK = "lock"
+PENDING = (".new-", ".deleted-")
+"""Prefixes of an operator folder being created or removed (left by a crash: removed)."""
 GATE_TIMEOUT_S = 30.0
 """The longest a request or a checkpoint waits for the operator's ingest gate."""
 
@@ -248,10 +257,14 @@ class OperatorJournal:
         """Write the checkpoint at ``lsn``, then drop older checkpoints and journal.
 
         Returns:
-            Its bytes on disk.
+            Its bytes on disk (0: not written, since a later checkpoint is on disk).
 
         """
         with self._checkpoint_lock:
+            if any(newer > lsn for newer in self.checkpoints.lsns()):
+                # A checkpoint taken later was written first: it covers more, and the
+                # journal before it is gone, so this one must not replace it.
+                return 0
             size = self.checkpoints.write(lsn, meta, tables)
             self.checkpoints.remove_except(lsn)
             self.journal.remove_before(lsn)
@@ -285,11 +298,14 @@ class StoredOperator:
 
 
 class StateDirectory:
-    """The operators' state under one ``--state-dir``.
+    """The operators' state under one ``--state-dir``, locked for this service alone.
 
     Args:
         root: The directory (created if missing).
         metrics: The service's metrics.
+
+    Raises:
+        StretchError: ``root`` cannot be written, or another server holds it.
 
     """
 
@@ -299,34 +315,74 @@ class StateDirectory:
         self._metrics = metrics
         try:
             self.operators.mkdir(parents=True, exist_ok=True)
-            probe = root / ".write-probe"
-            probe.write_bytes(b"")
-            probe.unlink()
+            self._lock = (root / LOCK).open("a+")
         except OSError as exc:
             msg = f"state directory {root} cannot be written: {exc}"
             raise StretchError(msg) from exc
+        try:
+            fcntl.flock(self._lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            self._lock.seek(0)
+            holder = self._lock.read().strip() or "?"
+            self._lock.close()
+            msg = (
+                f"state directory {root} is held by another server (process {holder}): "
+                "stop it, or give this one another --state-dir"
+            )
+            raise StretchError(msg) from exc
+        except OSError as exc:
+            self._lock.close()
+            msg = f"state directory {root} cannot be locked: {exc}"
+            raise StretchError(msg) from exc
+        try:
+            self._lock.truncate(0)
+            self._lock.write(f"{os.getpid()}\n")
+            self._lock.flush()
+            probe = self.operators / ".write-probe"
+            probe.write_bytes(b"")
+            probe.unlink()
+            for pending in self.operators.iterdir():
+                if pending.name.startswith(PENDING):
+                    shutil.rmtree(pending, ignore_errors=True)
+        except OSError as exc:
+            self.close()
+            msg = f"state directory {root} cannot be written: {exc}"
+            raise StretchError(msg) from exc
+
+    def close(self) -> None:
+        """Release the directory (the service stopped)."""
+        self._lock.close()
 
     def names(self) -> list[str]:
-        """The operators kept, by name."""
+        """The operators kept, by name: every folder under ``operators/``."""
         return sorted(
-            p.name
-            for p in self.operators.iterdir()
-            if not p.name.startswith(".") and (p / SPEC).exists()
+            p.name for p in self.operators.iterdir() if not p.name.startswith(".") and p.is_dir()
         )
 
     def create(self, name: str, spec: dict[str, Any]) -> OperatorJournal:
-        """Keep a new operator: its spec on disk (fsync'd) and an empty journal."""
+        """Keep a new operator: its spec and an empty journal, on disk whole (fsync'd).
+
+        Raises:
+            ConflictError: its folder exists (kept operators are known to the registry, so
+                one being deleted, or put there by hand): it is left as it is.
+
+        """
         folder = self.operators / name
-        if folder.exists():  # a half-created one (no spec) or a deleted one's remains
-            shutil.rmtree(folder)
-        folder.mkdir()
-        temp = folder / f"{SPEC}.tmp"
-        with temp.open("w") as file:
+        if folder.exists():
+            msg = (
+                f"operator {name!r}: {folder} exists (an operator of that name being "
+                "deleted, or a folder put there by hand); retry, or remove it"
+            )
+            raise ConflictError(msg)
+        temp = self.operators / f"{PENDING[0]}{name}-{time.monotonic_ns()}"
+        temp.mkdir()
+        Journal(temp / "journal").close()
+        with (temp / SPEC).open("w") as file:
             json.dump(spec, file)
             file.flush()
             os.fsync(file.fileno())
-        temp.rename(folder / SPEC)
-        sync_directory(folder)
+        sync_directory(temp)
+        temp.rename(folder)
         sync_directory(self.operators)
         return OperatorJournal(folder, name, self._metrics, 1)
 
@@ -334,14 +390,14 @@ class StateDirectory:
         """Read and check an operator's spec, latest checkpoint and journal after it.
 
         Raises:
-            DamagedStateError: a file is damaged (the message names it).
+            DamagedStateError: a file is missing or damaged (the message names it).
 
         """
         folder = self.operators / name
         try:
             spec = json.loads((folder / SPEC).read_text())
         except (OSError, ValueError) as exc:
-            msg = f"state file {folder / SPEC} is damaged: {exc}"
+            msg = f"state file {folder / SPEC} is missing or damaged: {exc}"
             raise DamagedStateError(msg) from exc
         checkpoint = CheckpointStore(folder / "checkpoints").latest()
         records = read_journal(folder / "journal", checkpoint.lsn if checkpoint else 1)
@@ -349,18 +405,15 @@ class StateDirectory:
 
     def reopen(self, stored: StoredOperator) -> OperatorJournal:
         """The journal of a restored operator, continuing after its last record."""
-        journal = OperatorJournal(
+        return OperatorJournal(
             self.operators / stored.name, stored.name, self._metrics, stored.records.next_lsn
         )
-        if stored.checkpoint is not None and not stored.records.records:
-            journal.checkpointed_lsn = stored.records.next_lsn
-        return journal
 
     def remove(self, name: str) -> None:
         """Forget an operator's state (after it was deleted)."""
         folder = self.operators / name
         if folder.exists():
-            trash = self.operators / f".deleted-{name}-{time.monotonic_ns()}"
+            trash = self.operators / f"{PENDING[1]}{name}-{time.monotonic_ns()}"
             folder.rename(trash)
             sync_directory(self.operators)
             shutil.rmtree(trash, ignore_errors=True)

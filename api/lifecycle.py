@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Request, Response
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from stretch.api.mapping import FullMapping
@@ -19,7 +20,7 @@ from stretch.api.schemas import (
 )
 from stretch.vsn import Shard
 
-__all__ = ["ERRORS", "NAME", "Registry", "registry", "router"]
+__all__ = ["ERRORS", "NAME", "Registry", "UnavailableOperator", "registry", "router"]
 
 router = APIRouter(prefix="/v1/operators", tags=["operators"])
 
@@ -70,10 +71,25 @@ async def create_operator(body: CreateOperator, operators: Registry) -> Operator
     return managed.status()
 
 
-@router.get("", response_model=list[OperatorStatus])
-async def list_operators(operators: Registry) -> list[OperatorStatus]:
-    """The status of every operator, by name."""
-    return [managed.status() for managed in operators.all()]
+class UnavailableOperator(BaseModel):
+    """An operator kept in ``--state-dir`` that does not serve (its routes answer 503)."""
+
+    name: str
+    state: Literal["restoring", "failed"] = Field(
+        description="being restored, or could not be restored (delete it to start over)"
+    )
+    detail: str = Field(description="why it does not serve, naming a damaged file")
+
+
+@router.get("", response_model=list[OperatorStatus | UnavailableOperator])
+async def list_operators(operators: Registry) -> list[OperatorStatus | UnavailableOperator]:
+    """The status of every operator, by name; those that do not serve give their state."""
+    listed: dict[str, OperatorStatus | UnavailableOperator] = {
+        name: UnavailableOperator(name=name, state=state, detail=detail)
+        for name, (state, detail) in operators.unavailable().items()
+    }
+    listed.update((managed.name, managed.status()) for managed in operators.all())
+    return [listed[name] for name in sorted(listed)]
 
 
 @router.get("/{name}", response_model=OperatorStatus, responses=ERRORS)

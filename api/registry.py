@@ -6,7 +6,9 @@ spec first, every change is journaled, a checkpointer thread checkpoints each ch
 operator every ``checkpoint_interval_s``, and ``restore`` (run once at start, in the
 background) brings every kept operator back: its latest checkpoint, then the journal
 after it. While that runs the operators being restored answer 503; an operator whose
-files are damaged stays out of service (503 naming the file) until it is deleted.
+files are damaged or missing stays out of service (503 naming the file, listed as
+failed) until it is deleted. The service's limits apply to creates: a restart with lower
+ones restores every kept operator and logs a warning.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from stretch.api.durability import StateDirectory, decode_record, snapshot_of
 from stretch.api.errors import ConflictError, LimitError, NotFoundError, UnavailableError
@@ -40,6 +42,8 @@ MAX_PENDING_RECONFIGURATIONS = 100
 """Reconfigurations of one operator that may wait for their barrier; more get 429."""
 
 DEFAULT_CHECKPOINT_INTERVAL_S = 10.0
+
+RESTORING = "being restored from its state; retry shortly"
 
 
 class OperatorRegistry:
@@ -120,6 +124,30 @@ class OperatorRegistry:
                 self._operators[name] = managed
                 self._restoring.discard(name)
             logger.info("restored operator %r in %.2f s", name, elapsed)
+        self._warn_beyond_limits()
+
+    def _warn_beyond_limits(self) -> None:
+        """Log a warning if the operators restored pass a limit (set lower since)."""
+        limits = self.limits
+        with self._lock:
+            count = len(self._operators)
+            threads = sum(op.threads for op in self._operators.values())
+        if count > limits.max_operators:
+            logger.warning(
+                "restored %d operators, more than --max-operators %d: every create is "
+                "refused until %d of them are deleted",
+                count,
+                limits.max_operators,
+                count - limits.max_operators + 1,
+            )
+        if threads > limits.max_pool_threads:
+            logger.warning(
+                "the %d operators restored use %d threads, more than --max-pool-threads %d: "
+                "every create is refused until enough of them are deleted",
+                count,
+                threads,
+                limits.max_pool_threads,
+            )
 
     def _restore(self, name: str) -> ManagedOperator:
         """An operator as its files leave it: latest checkpoint, then the journal after.
@@ -155,7 +183,10 @@ class OperatorRegistry:
         return managed
 
     def shutdown(self) -> None:
-        """Stop checkpointing and every operator (durable ones keep their files)."""
+        """Stop checkpointing and every operator, then release the state directory.
+
+        Durable operators keep their files.
+        """
         self._stop.set()
         if self._checkpointer is not None:
             self._checkpointer.join(30.0)
@@ -164,6 +195,8 @@ class OperatorRegistry:
             self._operators.clear()
         for managed in operators:
             managed.shutdown()
+        if self.state is not None:
+            self.state.close()
 
     # -- operators ---------------------------------------------------------------------
 
@@ -200,7 +233,14 @@ class OperatorRegistry:
             )
             raise OperatorError(msg)
         with self._lock:
-            if name in self._operators or name in self._restoring or name in self._failed:
+            if name in self._failed:
+                msg = (
+                    f"an operator named {name!r} is kept in --state-dir but could not be "
+                    f"restored ({self._failed[name]}); DELETE /v1/operators/{name} removes "
+                    "it and its files, then it can be created anew"
+                )
+                raise ConflictError(msg)
+            if name in self._operators or name in self._restoring:
                 msg = f"an operator named {name!r} already exists; delete it first"
                 raise ConflictError(msg)
             op = build_instance(name, operator, params)
@@ -227,8 +267,8 @@ class OperatorRegistry:
                     managed.set_autoscale(policy)
             except BaseException:
                 managed.shutdown()
-                if self.state is not None:
-                    self.state.remove(name)
+                if self.state is not None and managed.journal is not None:
+                    self.state.remove(name)  # only files this create wrote
                 raise
             self._operators[name] = managed
         logger.info("started operator %r (%s, m=%d, n=%d)", name, operator, parallelism, n)
@@ -288,7 +328,7 @@ class OperatorRegistry:
         with self._lock:
             managed = self._operators.get(name)
             if managed is None and name in self._restoring:
-                msg = f"operator {name!r} is being restored from its state; retry shortly"
+                msg = f"operator {name!r} is {RESTORING}"
                 raise UnavailableError(msg)
             if managed is None and name in self._failed:
                 msg = (
@@ -302,9 +342,21 @@ class OperatorRegistry:
         return managed
 
     def all(self) -> list[ManagedOperator]:
-        """Every operator, by name."""
+        """Every operator that serves, by name."""
         with self._lock:
             return [self._operators[k] for k in sorted(self._operators)]
+
+    def unavailable(self) -> dict[str, tuple[Literal["restoring", "failed"], str]]:
+        """Operators kept that do not serve, by name: their state and why.
+
+        The state is ``restoring``, or ``failed`` (the detail names the damaged file).
+        """
+        with self._lock:
+            states: dict[str, tuple[Literal["restoring", "failed"], str]] = {
+                name: ("restoring", RESTORING) for name in self._restoring
+            }
+            states.update((name, ("failed", why)) for name, why in self._failed.items())
+            return states
 
     def snapshots(self) -> list[OperatorSnapshot]:
         """Every operator's metrics snapshot."""
@@ -320,7 +372,7 @@ class OperatorRegistry:
         """
         with self._lock:
             if name in self._restoring:
-                msg = f"operator {name!r} is being restored from its state; retry shortly"
+                msg = f"operator {name!r} is {RESTORING}"
                 raise UnavailableError(msg)
             managed = self._operators.pop(name, None)
             failed = self._failed.pop(name, None)

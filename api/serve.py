@@ -25,7 +25,16 @@ from stretch.api.limits import ServiceLimits
 from stretch.api.main import create_app
 from stretch.api.registry import DEFAULT_CHECKPOINT_INTERVAL_S
 
-__all__ = ["TOKEN_ENV", "StretchServer", "check_exposure", "is_loopback", "read_token", "serve"]
+__all__ = [
+    "MAX_CHECKPOINT_INTERVAL_S",
+    "TOKEN_ENV",
+    "StretchServer",
+    "check_exposure",
+    "check_options",
+    "is_loopback",
+    "read_token",
+    "serve",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +91,33 @@ def check_exposure(host: str, token: str | None, insecure: bool) -> None:
         host,
         TOKEN_ENV,
     )
+
+
+MAX_CHECKPOINT_INTERVAL_S = 86_400.0
+"""The longest ``--checkpoint-interval-s`` (a day): the journal grows until a checkpoint."""
+
+
+def check_options(port: int, state_dir: str | Path | None, checkpoint_interval_s: float) -> None:
+    """Refuse options out of range before anything starts, naming the flag and the range.
+
+    Raises:
+        ValueError: ``port`` outside 1..65535, an empty ``state_dir`` (it would keep state
+            in memory only), or ``checkpoint_interval_s`` not in
+            ``(0, MAX_CHECKPOINT_INTERVAL_S]`` (NaN and infinity included).
+
+    """
+    if not 1 <= port <= 65535:
+        msg = f"--port must be in 1..65535, got {port}"
+        raise ValueError(msg)
+    if state_dir is not None and not str(state_dir).strip():
+        msg = "--state-dir must name a directory, got ''"
+        raise ValueError(msg)
+    if not 0 < checkpoint_interval_s <= MAX_CHECKPOINT_INTERVAL_S:
+        msg = (
+            f"--checkpoint-interval-s must be in (0, {MAX_CHECKPOINT_INTERVAL_S:g}] seconds, "
+            f"got {checkpoint_interval_s}"
+        )
+        raise ValueError(msg)
 
 
 GRACEFUL_SHUTDOWN_S = 3
@@ -141,7 +177,7 @@ def serve(
     insecure: bool = False,
     access_log: bool = False,
     limits: ServiceLimits | None = None,
-    state_dir: Path | None = None,
+    state_dir: str | Path | None = None,
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
@@ -160,8 +196,10 @@ def serve(
         insecure: Serve without a token on a non-loopback host.
         access_log: Log one line per request.
         limits: What the service holds at most (defaults of ``ServiceLimits``).
-        state_dir: Keep operators durably here (None: in memory only).
-        checkpoint_interval_s: How often each changed operator is checkpointed.
+        state_dir: Keep operators durably here (None: in memory only); the service
+            holds it alone while it runs.
+        checkpoint_interval_s: How often each changed operator is checkpointed, in
+            ``(0, MAX_CHECKPOINT_INTERVAL_S]``.
         header_timeout_s: How long a connection may take to send a request's headers
             (else 408 and the connection is closed).
         body_timeout_s: How long a request body may take to arrive after its headers
@@ -169,9 +207,12 @@ def serve(
 
     Raises:
         ValueError: No token on a non-loopback host without ``insecure``, an empty token
-            file, or a timeout that is not positive.
+            file, a timeout that is not positive, a port or checkpoint interval out of
+            range, or an empty ``state_dir``.
+        StretchError: ``state_dir`` cannot be written, or another server holds it.
 
     """
+    check_options(port, state_dir, checkpoint_interval_s)
     if not body_timeout_s > 0:
         msg = f"--body-timeout-s must be > 0, got {body_timeout_s}"
         raise ValueError(msg)
@@ -183,7 +224,7 @@ def serve(
         token,
         limits,
         BodyLimits(body_timeout_s=body_timeout_s),
-        state_dir=state_dir,
+        state_dir=None if state_dir is None else Path(state_dir),
         checkpoint_interval_s=checkpoint_interval_s,
     )
     logger.info(

@@ -704,9 +704,6 @@ def _serve(args: argparse.Namespace) -> int:
             max_pool_threads=args.max_pool_threads,
             max_long_polls=args.max_long_polls,
         )
-        if args.checkpoint_interval_s <= 0:
-            msg = f"--checkpoint-interval-s must be > 0, got {args.checkpoint_interval_s}"
-            raise ValueError(msg)
         serve(
             args.host,
             args.port,
@@ -714,7 +711,7 @@ def _serve(args: argparse.Namespace) -> int:
             insecure=args.insecure,
             access_log=args.access_log,
             limits=limits,
-            state_dir=Path(args.state_dir) if args.state_dir else None,
+            state_dir=args.state_dir,  # serve refuses "" (an unset $VAR, say)
             checkpoint_interval_s=args.checkpoint_interval_s,
             header_timeout_s=args.header_timeout_s,
             body_timeout_s=args.body_timeout_s,

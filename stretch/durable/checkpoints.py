@@ -4,9 +4,11 @@ A checkpoint at LSN L (it covers every journal record before L) is a directory
 ``<L, 20 digits>/`` holding one Arrow IPC file per table and ``meta.json``, which lists
 each file's size and CRC-32 and the caller's metadata. It is written under a temporary
 name, every file fsync'd, then renamed into place: a crash leaves either the whole
-checkpoint or none (a leftover temporary directory is removed on the next write).
-Reading checks every file against ``meta.json``; a mismatch raises
-``DamagedStateError`` naming the file.
+checkpoint or none (a leftover temporary directory is removed on the next write). A
+checkpoint already at that LSN is kept: nothing was journaled since, so it holds the same
+state. Reading checks every file against ``meta.json`` and the directory's name against
+the LSN it records; a mismatch raises ``DamagedStateError`` naming the file. The journal
+segment named L is where reading after the checkpoint starts (``read_journal``).
 """
 
 from __future__ import annotations
@@ -68,7 +70,11 @@ class CheckpointStore:
         """Write a checkpoint at ``lsn`` atomically; return its bytes on disk.
 
         O(bytes of the tables); every file is fsync'd before the rename that publishes it.
+        A checkpoint already at ``lsn`` covers the same records: it is kept as it is.
         """
+        final = self.directory / f"{lsn:020d}"
+        if final.exists():
+            return sum(path.stat().st_size for path in final.iterdir())
         for stale in self.directory.glob(f"{TEMP_PREFIX}*"):
             shutil.rmtree(stale, ignore_errors=True)
         temp = self.directory / f"{TEMP_PREFIX}{lsn:020d}"
@@ -86,9 +92,6 @@ class CheckpointStore:
         body = json.dumps({"lsn": lsn, "files": files, "meta": meta}).encode()
         _write_synced(temp / META, body)
         sync_directory(temp)
-        final = self.directory / f"{lsn:020d}"
-        if final.exists():
-            shutil.rmtree(final)
         temp.rename(final)
         sync_directory(self.directory)
         return total + len(body)
@@ -97,7 +100,8 @@ class CheckpointStore:
         """The newest complete checkpoint, verified; None if there is none.
 
         Raises:
-            DamagedStateError: one of its files is missing, or differs from ``meta.json``.
+            DamagedStateError: one of its files is missing, or differs from ``meta.json``,
+                or ``meta.json`` records another LSN than the directory's name.
 
         """
         lsns = self.lsns()
@@ -112,6 +116,9 @@ class CheckpointStore:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             msg = f"checkpoint file {meta_path} is damaged or missing: {exc}"
             raise DamagedStateError(msg) from exc
+        if lsn != lsns[-1]:
+            msg = f"checkpoint file {meta_path} is for LSN {lsn}, not {lsns[-1]} (moved?)"
+            raise DamagedStateError(msg)
         tables = {}
         total = meta_path.stat().st_size
         for name, expected in files.items():

@@ -5,17 +5,23 @@ Each record gets a log sequence number (LSN, consecutive from 1) and is framed a
     magic "STJ1" | u32 payload length | u64 LSN | u32 CRC-32 of the 16 bytes before
     payload | u32 CRC-32 of the payload
 
-A segment file ``<first LSN, 20 digits>.log`` holds consecutive records; ``rotate``
-starts the next one (a checkpoint at LSN L covers every record before L, so segments
-before it can go). ``append`` only writes into the process's buffer; ``sync(lsn)`` makes
-every record up to ``lsn`` durable: callers that arrive while an fsync runs wait for it
-and the next one covers them all (group commit), so concurrent requests share fsyncs.
+A segment file ``<first LSN, 20 digits>.log`` starts with a header (magic "STJS", its
+first LSN as u64, a CRC-32 of both) and holds consecutive records from that LSN; it is
+created whole (written under a temporary name, fsync'd, renamed), so a segment without
+its header was cut or replaced, never "nothing written yet". ``rotate`` starts the next
+segment (a checkpoint at LSN L covers every record before L, so segments before it can
+go; the one named L stays: it is where reading after that checkpoint starts). ``append``
+only writes into the process's buffer; ``sync(lsn)`` makes every record up to ``lsn``
+durable: callers that arrive while an fsync runs wait for it and the next one covers
+them all (group commit), so concurrent requests share fsyncs.
 
-Reading back (``read_journal``) checks every frame. A last record cut short (a crash in
-the middle of a write: never acknowledged, since acknowledging waits for the fsync) is
-dropped and the file truncated before it; zeros at the end of the last segment count as
-such a cut. Anything else (a bad checksum, a gap in the LSNs, a short record before the
-end) is damage: ``DamagedStateError`` names the file and the offset.
+Reading back (``read_journal``) starts at the segment named after the first LSN wanted
+and checks that each later segment's name follows the records before it, and every frame.
+A last record cut short (a crash in the middle of a write: never acknowledged, since
+acknowledging waits for the fsync) is dropped and the file truncated before it; zeros at
+the end of the last segment count as such a cut. Anything else (a missing segment, a
+missing header, a bad checksum, a gap in the LSNs, a short record before the end) is
+damage: ``DamagedStateError`` names the file and the offset.
 """
 
 from __future__ import annotations
@@ -38,7 +44,9 @@ __all__ = ["Journal", "JournalRecords", "read_journal", "sync_directory"]
 logger = logging.getLogger(__name__)
 
 MAGIC = b"STJ1"
+SEGMENT_MAGIC = b"STJS"
 _HEAD = struct.Struct("<4sIQ")  # magic, payload length, LSN
+_SEGMENT_HEAD = struct.Struct("<4sQ")  # magic, first LSN
 _CRC = struct.Struct("<I")
 FRAME_OVERHEAD = _HEAD.size + 2 * _CRC.size
 
@@ -58,6 +66,14 @@ def sync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _segment_header(first_lsn: int) -> bytes:
+    head = _SEGMENT_HEAD.pack(SEGMENT_MAGIC, first_lsn)
+    return head + _CRC.pack(zlib.crc32(head))
+
+
+SEGMENT_HEADER_BYTES = _SEGMENT_HEAD.size + _CRC.size
 
 
 def _frame(lsn: int, payload: bytes) -> bytes:
@@ -223,10 +239,21 @@ class Journal:
                 self._file.close()
 
     def _open_segment(self, first_lsn: int) -> BinaryIO:
+        """Open segment ``first_lsn`` to append; create it, header and all, if missing.
+
+        It exists when nothing was appended since it was created (a second rotation, or a
+        restart after one): the records continue in it.
+        """
         path = self.directory / _segment_name(first_lsn)
-        file = path.open("ab")
-        sync_directory(self.directory)
-        return file
+        if not path.exists():
+            temp = path.with_name(f"{path.name}.tmp")
+            with temp.open("wb") as file:
+                file.write(_segment_header(first_lsn))
+                file.flush()
+                os.fsync(file.fileno())
+            temp.rename(path)
+            sync_directory(self.directory)
+        return path.open("ab")
 
 
 @dataclass(frozen=True)
@@ -246,23 +273,45 @@ class JournalRecords:
 
 
 def read_journal(directory: Path, from_lsn: int = 1) -> JournalRecords:
-    """Read and check every record with LSN ``>= from_lsn``.
+    """Read and check every record from LSN ``from_lsn`` on (1, or a checkpoint's LSN).
 
-    A cut-short record at the end of the last segment is dropped and the file truncated.
+    They start in the segment named ``from_lsn`` (segments before it are not read: a
+    checkpoint covers them); each later segment must be named after the LSN that follows
+    the records before it. A cut-short record at the end of the last segment is dropped
+    and the file truncated. O(bytes of the segments read).
 
     Raises:
         DamagedStateError: any other damage, naming the file and the offset.
 
     """
     segments = _segments(directory)
+    firsts = [first for first, _ in segments]
+    if from_lsn not in firsts:
+        msg = (
+            f"journal file {directory / _segment_name(from_lsn)} is missing: the records "
+            f"from {from_lsn} on are needed"
+        )
+        if firsts:
+            msg += (
+                f", and the journal starts at {_segment_name(firsts[0])}, so either this file "
+                f"or a checkpoint at {firsts[0]} (covering the records before it) was lost"
+            )
+        raise DamagedStateError(msg)
+    start = firsts.index(from_lsn)
     records: list[tuple[int, bytes]] = []
-    expected: int | None = None
+    expected = from_lsn
     dropped = 0
-    for index, (first, path) in enumerate(segments):
+    for index in range(start, len(segments)):
+        first, path = segments[index]
+        if first != expected:
+            msg = (
+                f"journal file {path} starts at record {first}, but record {expected} comes "
+                "next: a segment before it is missing or was cut short"
+            )
+            raise DamagedStateError(msg)
         last = index == len(segments) - 1
         data = path.read_bytes()
-        pos = 0
-        lsn = first
+        pos = _check_header(data, path, first)
         while pos < len(data):
             frame = _parse(data, pos, path, last)
             if frame is None:  # a cut-short last record
@@ -278,16 +327,30 @@ def read_journal(directory: Path, from_lsn: int = 1) -> JournalRecords:
                     os.fsync(file.fileno())
                 break
             lsn, payload, pos = frame
-            if expected is not None and lsn != expected:
+            if lsn != expected:
                 msg = f"journal file {path}: record {lsn} follows record {expected - 1}"
                 raise DamagedStateError(msg)
-            expected = lsn + 1
-            if lsn >= from_lsn:
-                records.append((lsn, payload))
-        if expected is None:
-            expected = first
-    next_lsn = max(expected or from_lsn, from_lsn)
-    return JournalRecords(records, next_lsn, dropped)
+            expected += 1
+            records.append((lsn, payload))
+    return JournalRecords(records, expected, dropped)
+
+
+def _check_header(data: bytes, path: Path, first_lsn: int) -> int:
+    """The offset of the first record of a segment, after its header.
+
+    Raises:
+        DamagedStateError: the header is missing (the file was cut or replaced) or damaged.
+
+    """
+    header = data[:SEGMENT_HEADER_BYTES]
+    if header != _segment_header(first_lsn):
+        problem = "is missing" if len(header) < SEGMENT_HEADER_BYTES else "is damaged"
+        msg = (
+            f"journal file {path}: its header {problem} (the file was cut short, emptied "
+            "or replaced)"
+        )
+        raise DamagedStateError(msg)
+    return SEGMENT_HEADER_BYTES
 
 
 def _parse(data: bytes, pos: int, path: Path, last: bool) -> tuple[int, bytes, int] | None:

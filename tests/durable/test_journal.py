@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stretch.durable import CheckpointStore, Journal, read_journal
+from stretch.durable import CheckpointStore, Journal, JournalRecords, read_journal
 from stretch.errors import DamagedStateError
 
 
@@ -27,16 +27,19 @@ def _write(directory: Path, payloads: list[bytes], rotate_at: set[int] = frozens
 @given(
     payloads=st.lists(st.binary(max_size=300), max_size=30),
     rotate_at=st.sets(st.integers(0, 29), max_size=4),
-    start=st.integers(1, 31),
+    data=st.data(),
 )
 def test_records_come_back_in_order_across_segments(
     tmp_path_factory: pytest.TempPathFactory,
     payloads: list[bytes],
     rotate_at: set[int],
-    start: int,
+    data: st.DataObject,
 ) -> None:
+    """Read from the first segment or from any rotation (where a checkpoint would be)."""
     directory = tmp_path_factory.mktemp("journal")
     _write(directory, payloads, rotate_at).close()
+    starts = sorted({1} | {i + 1 for i in rotate_at if i < len(payloads)})
+    start = data.draw(st.sampled_from(starts), label="start")
     read = read_journal(directory, start)
     assert read.records == [(i + 1, p) for i, p in enumerate(payloads) if i + 1 >= start]
     assert read.next_lsn == max(len(payloads) + 1, start)
@@ -127,3 +130,68 @@ def test_a_crash_in_any_phase_of_a_checkpoint_leaves_a_restorable_state(tmp_path
     store.remove_except(second)
     assert store.lsns() == [second]
     journal.close()
+
+
+def _segment(directory: Path, first_lsn: int) -> Path:
+    return directory / f"{first_lsn:020d}.log"
+
+
+def test_a_journal_with_nothing_written_reads_back_empty(tmp_path: Path) -> None:
+    """A new journal, and one rotated with nothing after: no records, and no damage."""
+    _write(tmp_path, []).close()
+    assert read_journal(tmp_path) == JournalRecords([], 1, 0)
+    journal = _write(tmp_path / "rotated", [b"a", b"b"])
+    assert journal.rotate() == 3
+    journal.close()
+    assert read_journal(tmp_path / "rotated", 3) == JournalRecords([], 3, 0)
+    reopened = Journal(tmp_path / "rotated", 3)  # a restart: continues in the same segment
+    reopened.sync(reopened.append(b"c"))
+    reopened.close()
+    assert read_journal(tmp_path / "rotated", 3).records == [(3, b"c")]
+
+
+@pytest.mark.parametrize("start", [1, 3])
+def test_a_missing_first_segment_is_damage(tmp_path: Path, start: int) -> None:
+    """The segment named after the LSN to read from (1, or a checkpoint's) must exist:
+    without it the records before the next segment are lost, or all records after it."""
+    _write(tmp_path, [b"a", b"b", b"c", b"d"], rotate_at={2}).close()
+    _segment(tmp_path, start).unlink()
+    with pytest.raises(DamagedStateError, match=_segment(tmp_path, start).name):
+        read_journal(tmp_path, start)
+
+
+def test_a_journal_without_segments_is_damage(tmp_path: Path) -> None:
+    with pytest.raises(DamagedStateError, match=f"{_segment(tmp_path, 1).name} is missing"):
+        read_journal(tmp_path)
+
+
+@pytest.mark.parametrize("rotate_at", [set(), {2}])
+def test_a_segment_emptied_is_damage(tmp_path: Path, rotate_at: set[int]) -> None:
+    """A segment truncated to 0 bytes, the last one or not, is not "nothing written"."""
+    _write(tmp_path, [b"a", b"b", b"c"], rotate_at).close()
+    victim = _segment(tmp_path, 3 if rotate_at else 1)
+    victim.write_bytes(b"")
+    with pytest.raises(DamagedStateError, match=victim.name):
+        read_journal(tmp_path, 3 if rotate_at else 1)
+
+
+def test_a_missing_segment_in_the_middle_is_a_gap(tmp_path: Path) -> None:
+    """Segments whose names do not follow each other: records between are missing, even
+    where the segments around the gap hold no record."""
+    journal = _write(tmp_path, [b"a", b"b", b"c", b"d"], rotate_at={1, 3})
+    journal.rotate()
+    journal.close()
+    assert [p.name for p in sorted(tmp_path.glob("*.log"))] == [
+        _segment(tmp_path, lsn).name for lsn in (1, 2, 4, 5)
+    ]
+    _segment(tmp_path, 4).unlink()
+    with pytest.raises(DamagedStateError, match=_segment(tmp_path, 5).name):
+        read_journal(tmp_path, 2)
+
+
+def test_segments_before_the_start_are_not_read(tmp_path: Path) -> None:
+    """Segments a checkpoint covers (left by a crash before they were deleted) are skipped,
+    damaged or not."""
+    _write(tmp_path, [b"a", b"b", b"c"], rotate_at={2}).close()
+    _segment(tmp_path, 1).write_bytes(b"junk")
+    assert read_journal(tmp_path, 3).records == [(3, b"c")]
