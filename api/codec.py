@@ -4,11 +4,18 @@ A batch body is decoded to an Arrow table shaped like the source's schema (``ts`
 checking the types is ``stretch.model.schema.conform``'s job, done by the runtime on ``add``.
 Rows of a batch are put in ``ts`` order (a stable sort: rows of one ``ts`` keep their
 order), since Spark micro-batches arrive unsorted.
+
+Float columns may hold NaN and +-Infinity: the runtime orders them (NaN after +inf,
+``stretch.model.order``) and the joins compare them as the reference does, as ``stretch
+replay`` does with a Parquet file holding them. An Arrow body carries them as values. JSON
+has no such numbers, so a JSON body spelling ``NaN``, ``Infinity`` or a number beyond
+float64 (``1e400``) is malformed (400), naming the row and column.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -26,17 +33,43 @@ from stretch.model.schema import TS, Schema
 __all__ = ["ARROW_STREAM", "decode_batch", "encode_arrow", "json_rows"]
 
 
-def _reject_constant(name: str) -> None:
-    msg = f"malformed JSON body: {name} is not a JSON number"
+@dataclass(frozen=True)
+class _NotJsonNumber:
+    """A number a JSON body spells but JSON cannot hold, kept until its row is known."""
+
+    problem: str
+
+
+class _Numbers:
+    """``json.loads`` hooks that keep NaN, Infinity and float64 overflows as markers."""
+
+    def __init__(self) -> None:
+        self.first: _NotJsonNumber | None = None
+
+    def _mark(self, problem: str) -> _NotJsonNumber:
+        marker = _NotJsonNumber(problem)
+        self.first = self.first or marker
+        return marker
+
+    def parse_constant(self, name: str) -> _NotJsonNumber:
+        return self._mark(f"{name} is not a JSON number (send non-finite floats as Arrow)")
+
+    def parse_float(self, text: str) -> float | _NotJsonNumber:
+        value = float(text)
+        if math.isfinite(value):
+            return value
+        return self._mark(f"{text} is beyond the range of a float64")
+
+
+def _refuse_not_json_numbers(rows: list[dict[str, Any]], first: _NotJsonNumber, where: str) -> None:
+    """Raise ``InputError`` naming the first row and column holding a marker of ``_Numbers``."""
+    for row, values in enumerate(rows, 1):
+        for column, value in values.items():
+            if isinstance(value, _NotJsonNumber):
+                msg = f"{where}: malformed JSON body: row {row}, column {column!r}: {value.problem}"
+                raise InputError(msg)
+    msg = f"{where}: malformed JSON body: {first.problem}"  # nested in a value
     raise InputError(msg)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        msg = f"malformed JSON body: {text} is beyond the range of a float64"
-        raise InputError(msg)
-    return value
 
 
 def decode_batch(
@@ -79,8 +112,11 @@ def decode_batch(
     if media != JSON:
         msg = f"{where}: unsupported Content-Type {media!r}; send JSON or {ARROW_STREAM}"
         raise UnsupportedMediaError(msg)
+    numbers = _Numbers()
     try:
-        parsed = loads_unique(body, parse_constant=_reject_constant, parse_float=_finite_float)
+        parsed = loads_unique(
+            body, parse_constant=numbers.parse_constant, parse_float=numbers.parse_float
+        )
         rows = BatchRows.model_validate(parsed).rows
     except DuplicateKeyError as exc:
         place = "the body" if exc.key == "rows" else f"row {exc.objects}"
@@ -93,6 +129,8 @@ def decode_batch(
         detail = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         msg = f'{where}: malformed JSON body (want {{"rows": [{{...}}]}}): {detail}'
         raise InputError(msg) from exc
+    if numbers.first is not None:
+        _refuse_not_json_numbers(rows, numbers.first, where)
     return _rows_table(rows, schema, where)
 
 

@@ -2,8 +2,9 @@
 
 Bad input never yields a 500: every error the runtime raises on purpose maps to a status
 below, and request validation errors are flattened to ``{"detail": "..."}`` naming the
-field. Only an operator whose instance failed answers 500 (a server fault, not the
-request's).
+field (422), except a JSON body that is malformed or missing, which is 400 as for batches
+(the message gives the position of the error). Only an operator whose instance failed
+answers 500 (a server fault, not the request's).
 """
 
 from __future__ import annotations
@@ -124,15 +125,33 @@ def _count_rejected(request: Request, status: int) -> None:
 def _describe(errors: Sequence[Any]) -> str:
     parts = []
     for error in errors:
-        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "request"
+        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
         parts.append(f"{where}: {error.get('msg', 'invalid')}")
     return "; ".join(parts) or "invalid request"
 
 
+def _malformed_body(request: Request, errors: Sequence[Any]) -> str | None:
+    """What is wrong with a body that is not JSON or is missing (400), else None."""
+    route = f"{request.method} {request.url.path}"
+    for error in errors:
+        loc = tuple(error.get("loc", ()))
+        if error.get("type") == "json_invalid":
+            position = loc[1] if len(loc) > 1 else "?"
+            reason = error.get("ctx", {}).get("error", "JSON decode error")
+            return f"{route}: the body is not valid JSON: {reason} at position {position}"
+        if error.get("type") == "missing" and loc == ("body",):
+            return f"{route}: the body is empty; send a JSON object"
+    return None
+
+
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    _count_rejected(request, 422)
-    return JSONResponse({"detail": _printable(_describe(exc.errors()))}, status_code=422)
+    errors = exc.errors()
+    malformed = _malformed_body(request, errors)
+    status = 422 if malformed is None else 400
+    _count_rejected(request, status)
+    detail = _describe(errors) if malformed is None else malformed
+    return JSONResponse({"detail": _printable(detail)}, status_code=status)
 
 
 def install_error_handlers(app: FastAPI) -> None:

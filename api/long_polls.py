@@ -6,8 +6,10 @@ or the log ends, so a waiting read costs no thread; ``LongPolls`` caps how many 
 once (``--max-long-polls``), beyond which a read with a wait gets 429.
 
 A wait ends early, freeing its slot at once, when its client hangs up (the server's
-``http.disconnect``) and when the service shuts down (``stop``: the read answers 503, so
-SIGTERM never has to wait out a long-poll or cancel it).
+``http.disconnect``), when its operator is deleted (the read answers 404; a wait is bound
+to the operator object it started on, never to a new operator of the same name) and when
+the service shuts down (``stop``: the read answers 503, so SIGTERM never has to wait out
+a long-poll or cancel it).
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import contextlib
 
 from starlette.types import Receive
 
-from stretch.api.errors import UnavailableError
+from stretch.api.errors import NotFoundError, UnavailableError
+from stretch.api.operators import ManagedOperator
 from stretch.errors import CapacityError
-from stretch.vsn import Pipeline
 
 __all__ = ["LongPolls"]
 
@@ -53,9 +55,9 @@ class LongPolls:
         return self.waiting >= self.limit
 
     async def wait(
-        self, pipeline: Pipeline, offset: int, timeout_s: float, receive: Receive
+        self, managed: ManagedOperator, offset: int, timeout_s: float, receive: Receive
     ) -> bool:
-        """Wait until the output has a row at ``offset`` or ends, at most ``timeout_s``.
+        """Wait until ``managed``'s output has a row at ``offset`` or ends, at most ``timeout_s``.
 
         ``receive`` is the request's ASGI receive: a disconnect ends the wait.
 
@@ -64,6 +66,7 @@ class LongPolls:
 
         Raises:
             CapacityError: ``limit`` reads are waiting already.
+            NotFoundError: the operator was deleted (before or while it waited).
             UnavailableError: the service is shutting down.
 
         """
@@ -76,20 +79,23 @@ class LongPolls:
         loop = asyncio.get_running_loop()
         changed = asyncio.Event()
 
-        def notify() -> None:  # called by the drainer's thread
+        def notify() -> None:  # called by the drainer's thread, or a deleting one
             with contextlib.suppress(RuntimeError):  # the loop closed
                 loop.call_soon_threadsafe(changed.set)
 
         self.waiting += 1
         self._wakers.add(changed)
-        pipeline.subscribe(notify)
+        managed.subscribe(notify)
         hung_up = asyncio.ensure_future(_disconnect(receive))
         try:
             deadline = loop.time() + timeout_s
             while not self.stopping:
                 changed.clear()
+                if managed.stopped:
+                    msg = f"operator {managed.name!r} was deleted while this read waited"
+                    raise NotFoundError(msg)
                 remaining = deadline - loop.time()
-                output = pipeline.output_status()
+                output = managed.pipeline.output_status()
                 if output.finished or output.end_offset > offset or remaining <= 0:
                     return True
                 woken = asyncio.ensure_future(changed.wait())
@@ -103,7 +109,7 @@ class LongPolls:
             raise UnavailableError(msg)
         finally:
             hung_up.cancel()
-            pipeline.unsubscribe(notify)
+            managed.unsubscribe(notify)
             self._wakers.discard(changed)
             self.waiting -= 1
 

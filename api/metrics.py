@@ -1,9 +1,11 @@
 """Prometheus metrics of the service, in a registry of the app's own.
 
-Request-path counters (tuples in, late tuples, rejected requests) and the output latency
-histogram are updated as things happen; the operators' gauges (epoch, active instances,
-gate occupancy), output and comparison totals and the reconfiguration durations are read
-from the runtime at scrape time by a collector.
+Rejected requests, the output latency histogram and the durability instruments are
+updated as things happen. Everything an operator counts itself (tuples in, late tuples and
+duplicate batches per source, which a restore brings back; output and comparison totals),
+its gauges (epoch, active instances, gate occupancy) and its reconfiguration durations are
+read from the operator at scrape time by a collector, so a restored operator's counters
+continue from their restored values.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-__all__ = ["OperatorSnapshot", "ServiceMetrics"]
+__all__ = ["OperatorSnapshot", "ServiceMetrics", "SourceSnapshot"]
 
 LATENCY_BUCKETS_S = (
     0.001,
@@ -45,6 +47,15 @@ CHECKPOINT_BUCKETS_S = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0
 
 
 @dataclass(frozen=True)
+class SourceSnapshot:
+    """What one input source of an operator counted, at scrape time."""
+
+    tuples_in: int
+    late_tuples: int
+    duplicate_batches: int
+
+
+@dataclass(frozen=True)
 class OperatorSnapshot:
     """What the collector reads from one running operator at scrape time."""
 
@@ -59,6 +70,7 @@ class OperatorSnapshot:
     instance_busy_s: Sequence[float] = field(default_factory=tuple)
     autoscale_decisions: Mapping[str, int] = field(default_factory=dict)
     dictionary_bytes: int = 0
+    sources: Sequence[SourceSnapshot] = field(default_factory=tuple)
 
 
 class _RuntimeCollector(Collector):
@@ -66,6 +78,20 @@ class _RuntimeCollector(Collector):
         self._snapshots = snapshots
 
     def collect(self) -> Iterator[Metric]:
+        source_labels = ["operator", "source"]
+        tuples_in = CounterMetricFamily(
+            "stretch_tuples_in", "Input tuples accepted", labels=source_labels
+        )
+        late = CounterMetricFamily(
+            "stretch_late_tuples",
+            "Input tuples rejected as late (before the watermark)",
+            labels=source_labels,
+        )
+        duplicates = CounterMetricFamily(
+            "stretch_duplicate_batches",
+            "Repeated batch ids acknowledged and ignored",
+            labels=source_labels,
+        )
         out = CounterMetricFamily(
             "stretch_tuples_out", "Output tuples appended to the log", labels=["operator"]
         )
@@ -102,6 +128,10 @@ class _RuntimeCollector(Collector):
             labels=["operator", "kind"],
         )
         for snap in self._snapshots():
+            for i, source in enumerate(snap.sources):
+                tuples_in.add_metric([snap.name, str(i)], source.tuples_in)
+                late.add_metric([snap.name, str(i)], source.late_tuples)
+                duplicates.add_metric([snap.name, str(i)], source.duplicate_batches)
             for j, seconds in enumerate(snap.instance_busy_s):
                 busy.add_metric([snap.name, str(j)], seconds)
             for kind, count in snap.autoscale_decisions.items():
@@ -117,6 +147,9 @@ class _RuntimeCollector(Collector):
                 [snap.name], _buckets(snap.reconfiguration_s), sum(snap.reconfiguration_s)
             )
         yield from (
+            tuples_in,
+            late,
+            duplicates,
             out,
             comparisons,
             epoch,
@@ -147,24 +180,6 @@ class ServiceMetrics:
 
     def __init__(self, snapshots: Callable[[], Iterable[OperatorSnapshot]]) -> None:
         self.registry = CollectorRegistry()
-        self.tuples_in = Counter(
-            "stretch_tuples_in",
-            "Input tuples accepted",
-            ["operator", "source"],
-            registry=self.registry,
-        )
-        self.late_tuples = Counter(
-            "stretch_late_tuples",
-            "Input tuples rejected as late (before the watermark)",
-            ["operator", "source"],
-            registry=self.registry,
-        )
-        self.duplicate_batches = Counter(
-            "stretch_duplicate_batches",
-            "Repeated batch ids acknowledged and ignored",
-            ["operator", "source"],
-            registry=self.registry,
-        )
         self.rejected_requests = Counter(
             "stretch_rejected_requests",
             "Requests answered with a 4xx or 5xx",
@@ -222,14 +237,8 @@ class ServiceMetrics:
         """Count a rejected request."""
         self.rejected_requests.labels(route, str(status)).inc()
 
-    def forget(self, operator: str, sources: int) -> None:
-        """Drop the series of a deleted operator."""
-        for source in range(sources):
-            for metric in (self.tuples_in, self.late_tuples, self.duplicate_batches):
-                try:
-                    metric.remove(operator, str(source))
-                except KeyError:
-                    continue
+    def forget(self, operator: str) -> None:
+        """Drop the series of a deleted operator (the collector's go with it)."""
         for labelled in (
             self.output_latency,
             self.checkpoint_seconds,

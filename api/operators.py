@@ -7,7 +7,8 @@ batch is taken when the rows of the source's earlier batches are all in ESG_in, 
 ``CapacityError`` -> 429 and the client retries; the runtime decides, under its own lock),
 and per-source counters for the status and the metrics. A self-join declared
 ``one_stream`` in the catalog (hedge) has one REST source whose batches feed both its
-pipeline sources.
+pipeline sources. A deleted operator wakes its output's listeners (the long-polls) at once,
+before its threads are stopped, so that they answer 404 instead of waiting out their time.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from stretch.api.errors import ConflictError, NotFoundError, TooLargeError
 from stretch.api.latency import ArrivalClock, LatencyObserver
 from stretch.api.limits import ServiceLimits
 from stretch.api.mapping import FullMapping, summarize
-from stretch.api.metrics import OperatorSnapshot, ServiceMetrics
+from stretch.api.metrics import OperatorSnapshot, ServiceMetrics, SourceSnapshot
 from stretch.api.schemas import (
     CheckpointInfo,
     InstanceStatus,
@@ -116,6 +117,9 @@ class ManagedOperator:
         self._autoscale_lock = threading.Lock()
         self.journal: OperatorJournal | None = None  # set when the service is durable
         self.checkpoints: deque[CheckpointInfo] = deque(maxlen=KEPT_CHECKPOINTS)
+        self._listeners: list[Callable[[], None]] = []
+        self._listeners_lock = threading.Lock()
+        self._stopped = False
 
     @contextmanager
     def _change(self) -> Iterator[Callable[[dict[str, Any], pa.Table | None], None]]:
@@ -142,6 +146,23 @@ class ManagedOperator:
             yield log
         if written:
             journal.sync(written[-1])
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the operator was stopped (deleted, or the service is shutting down)."""
+        return self._stopped
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (quick, thread-safe) on output changes and when stopped."""
+        with self._listeners_lock:
+            self._listeners.append(listener)
+        self.pipeline.subscribe(listener)
+
+    def unsubscribe(self, listener: Callable[[], None]) -> None:
+        """Stop calling ``listener``."""
+        self.pipeline.unsubscribe(listener)
+        with self._listeners_lock:
+            self._listeners.remove(listener)
 
     def where(self, source: int) -> str:
         """A source's description for messages."""
@@ -193,7 +214,6 @@ class ManagedOperator:
                 writer is not None and writer[1] <= counters.writers.get(writer[0], -1)
             ):
                 counters.duplicate_batches += 1
-                self._metrics.duplicate_batches.labels(self.name, str(source)).inc()
                 return Admission(0), True
             rows = table.num_rows
             if rows > self.max_batch_rows:
@@ -231,7 +251,6 @@ class ManagedOperator:
                 counters.writers[writer[0]] = writer[1]
             counters.batches += 1
             counters.tuples_in += admission.accepted
-            self._metrics.tuples_in.labels(self.name, str(source)).inc(admission.accepted)
             if admission.min_ts is not None:
                 self._clock.record(source, admission.min_ts, arrival_s)
             return admission, False
@@ -239,7 +258,6 @@ class ManagedOperator:
     def _count_late(self, source: int, rows: int) -> None:
         """Count late rows of ``source`` (the caller holds its counters' lock)."""
         self.sources[source].late_tuples += rows
-        self._metrics.late_tuples.labels(self.name, str(source)).inc(rows)
 
     def set_allowed_lateness(self, source: int, allowed_lateness_ms: int) -> None:
         """Let rows of ``source`` arrive this far behind its largest ``ts`` from now on."""
@@ -372,6 +390,10 @@ class ManagedOperator:
                 r.duration_ms / 1e3 for r in status.reconfigurations if r.duration_ms is not None
             ],
             dictionary_bytes=status.dictionary_bytes,
+            sources=[
+                SourceSnapshot(c.tuples_in, c.late_tuples, c.duplicate_batches)
+                for c in self.sources
+            ],
         )
 
     def mapping(self) -> FullMapping:
@@ -551,10 +573,15 @@ class ManagedOperator:
             logger.debug("operator %r: journal record %s skipped: %s", self.name, kind, exc)
 
     def shutdown(self) -> None:
-        """Stop the autoscaler, the pipeline's threads and the latency observer.
+        """Wake the listeners, then stop the autoscaler, the threads and the latency observer.
 
         Nothing is journaled: a durable operator comes back as it was.
         """
+        with self._listeners_lock:
+            self._stopped = True
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener()
         with self._autoscale_lock:
             scaler, self._autoscaler = self._autoscaler, None
         if scaler is not None:
@@ -563,4 +590,4 @@ class ManagedOperator:
         self._observer.stop()
         if self.journal is not None:
             self.journal.close()
-        self._metrics.forget(self.name, len(self.sources))
+        self._metrics.forget(self.name)

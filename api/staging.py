@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 
 import pyarrow as pa
 from fastapi import APIRouter, Depends, Path, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from stretch.api.codec import decode_batch
@@ -75,7 +75,8 @@ class CommitStaged(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     parts: list[int] = Field(
-        max_length=1 << 20, description="the parts, in the order their rows are added"
+        max_length=1 << 20,
+        description="the parts, each once, in the order their rows are added",
     )
     late_rows: Literal["fail", "drop"] = Field(
         default="fail",
@@ -88,6 +89,18 @@ class CommitStaged(BaseModel):
         le=1 << 40,
         description="if set, the lateness the source's reorder buffer allows from now on",
     )
+
+    @field_validator("parts")
+    @classmethod
+    def _each_once(cls, parts: list[int]) -> list[int]:
+        """Refuse a part listed twice: its rows would be added twice."""
+        seen: set[int] = set()
+        for part in parts:
+            if part in seen:
+                msg = f"part {part} is listed more than once; list each part once"
+                raise ValueError(msg)
+            seen.add(part)
+        return parts
 
 
 class PartStaged(BaseModel):
@@ -256,6 +269,9 @@ def staging(request: Request) -> StagingStore:
 Staging = Annotated[StagingStore, Depends(staging)]
 
 _STAGED = "/{name}/sources/{source}/staged/{writer}/{batch}"
+_MALFORMED: dict[int | str, dict[str, Any]] = {
+    400: {"description": "a body that is not JSON, or none"}
+}
 _PART_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
     400: {"description": "malformed Arrow or JSON body"},
@@ -304,6 +320,7 @@ async def stage_part(
     response_model=CommitAccepted,
     responses={
         **ERRORS,
+        **_MALFORMED,
         429: {"description": "the ingest buffer is full: retry; the parts stay staged"},
     },
 )

@@ -1,10 +1,16 @@
-"""Routes that move data: batches, watermarks and close per source; output and commit."""
+"""Routes that move data: batches, watermarks and close per source; output and commit.
+
+The batch and output routes refuse a query parameter they do not take, or one given
+twice, with 422 naming it: a misspelt ``batchid`` would otherwise turn idempotency off
+unnoticed, and a repeated ``batch_id`` would silently mean its last value.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -33,6 +39,27 @@ SOURCE = Annotated[int, Path(ge=0, le=1 << 16, description="the input source ind
 MAX_WAIT_MS = 60_000
 NEXT_OFFSET = "Stretch-Next-Offset"
 
+
+def _query_only(*names: str) -> Any:
+    """A dependency refusing (422) query parameters other than ``names``, or repeated."""
+    takes = f"this route takes {', '.join(names)}" if names else "this route takes none"
+
+    def check(request: Request) -> None:
+        seen: set[str] = set()
+        for key, value in request.query_params.multi_items():
+            if key not in names:
+                msg = f"unknown query parameter; {takes}"
+            elif key in seen:
+                msg = "given more than once; give it once"
+            else:
+                seen.add(key)
+                continue
+            error = {"type": "query_parameter", "loc": ("query", key), "msg": msg, "input": value}
+            raise RequestValidationError([error])
+
+    return Depends(check)
+
+
 _BATCH_BODY = {
     "requestBody": {
         "required": True,
@@ -42,6 +69,7 @@ _BATCH_BODY = {
         },
     }
 }
+_JSON_ERRORS = {**ERRORS, 400: {"description": "a body that is not JSON, or none"}}
 _BATCH_ERRORS = {
     **ERRORS,
     400: {"description": "malformed Arrow or JSON body"},
@@ -63,6 +91,7 @@ _BATCH_ERRORS = {
     response_model=BatchAccepted,
     responses=_BATCH_ERRORS,
     openapi_extra=_BATCH_BODY,
+    dependencies=[_query_only("batch_id")],
 )
 async def add_batch(
     name: NAME,
@@ -107,7 +136,7 @@ def _decode_and_add(
 @router.post(
     "/{name}/sources/{source}/watermark",
     status_code=202,
-    responses=ERRORS,
+    responses=_JSON_ERRORS,
 )
 async def watermark(
     name: NAME, source: SOURCE, body: WatermarkRequest, operators: Registry
@@ -144,6 +173,7 @@ def long_polls(request: Request) -> LongPolls:
             "description": f"rows from offset; Arrow answers carry {NEXT_OFFSET}",
         },
     },
+    dependencies=[_query_only("offset", "max_rows", "wait_ms")],
 )
 async def output(
     name: NAME,
@@ -163,12 +193,12 @@ async def output(
     waits gets 404; one waiting when the service shuts down gets 503. A client that
     hangs up frees its place at once.
     """
-    pipeline = operators.get(name).pipeline
-    if wait_ms > 0:
-        if not await long_polls(request).wait(pipeline, offset, wait_ms / 1000, request.receive):
-            return Response(status_code=204)  # the client hung up; nobody reads this
-        pipeline = operators.get(name).pipeline
-    table, next_offset = pipeline.output(offset, max_rows)
+    managed = operators.get(name)  # the read stays with this operator, whatever its name
+    if wait_ms > 0 and not await long_polls(request).wait(
+        managed, offset, wait_ms / 1000, request.receive
+    ):
+        return Response(status_code=204)  # the client hung up; nobody reads this
+    table, next_offset = managed.pipeline.output(offset, max_rows)
     if ARROW_STREAM in accept:
         return Response(
             encode_arrow(table), media_type=ARROW_STREAM, headers={NEXT_OFFSET: str(next_offset)}
@@ -177,7 +207,12 @@ async def output(
     return JSONResponse({"rows": rows, "next_offset": next_offset})
 
 
-@router.get("/{name}/output/cut", response_model=OutputCut, responses=ERRORS)
+@router.get(
+    "/{name}/output/cut",
+    response_model=OutputCut,
+    responses=ERRORS,
+    dependencies=[_query_only("ts")],
+)
 async def output_cut(
     name: NAME,
     operators: Registry,
@@ -196,7 +231,8 @@ async def output_cut(
 @router.post(
     "/{name}/output/commit",
     status_code=202,
-    responses=ERRORS,
+    responses=_JSON_ERRORS,
+    dependencies=[_query_only()],
 )
 async def commit(name: NAME, body: CommitRequest, operators: Registry) -> dict[str, Any]:
     """Everything before ``offset`` was consumed; the log may trim it."""

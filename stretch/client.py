@@ -3,7 +3,13 @@
 ``StretchClient`` speaks Arrow IPC for batches and output, splits a batch larger than the
 operator takes into parts, retries a part that got 429 (the ingest buffer was full) with
 exponential backoff up to a deadline, and raises ``ServiceError`` carrying the status and
-the service's ``detail`` for any other error.
+the service's ``detail`` for any other error (``CapacityError`` for a 429 past the
+deadline, with the service's reason).
+
+Splitting serves an operator with one source, or a caller that interleaves its sources:
+ESG_in lets a source run at most about half its capacity ahead of the others, so rows sent
+to one source of a multi-source operator beyond that wait until the other sources catch
+up, and ``add_batch`` to that source alone gets 429 until its deadline.
 """
 
 from __future__ import annotations
@@ -189,12 +195,17 @@ class StretchClient:
         parts, in order. Batch id k goes to the service as ``k * 2**PART_BITS + i`` for
         part i (part 0 when not split), so a resent batch is recognised part by part: use
         ids below ``2**(63 - PART_BITS)`` and do not mix them with raw ids on one source.
+        On an operator with several sources, a source may run only about half the
+        capacity ahead of the others: send each source's rows in batches of at most that,
+        interleaving the sources (or from one thread per source); a larger table sent to
+        one source while the others lag stalls until ``retry_s`` and raises.
 
         Returns:
             The rows accepted over all parts, and whether every part was a duplicate.
 
         Raises:
-            CapacityError: the service was still full after ``retry_s`` seconds.
+            CapacityError: the service was still full after ``retry_s`` seconds (the
+                message gives the service's reason, e.g. waiting for the other sources).
             ServiceError: any other error answer.
 
         """
@@ -253,7 +264,7 @@ class StretchClient:
                 if exc.status != 429:
                     raise
                 if time.monotonic() + backoff_s > deadline:
-                    msg = f"{name!r} source {source}: still full after {retry_s} s"
+                    msg = f"{name!r} source {source}: still full after {retry_s} s ({exc.detail})"
                     raise CapacityError(msg) from exc
             time.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, 0.1)

@@ -6,9 +6,10 @@ import threading
 import time
 
 import pyarrow as pa
+import pytest
 from fastapi.testclient import TestClient
 
-from stretch import generate
+from stretch import CapacityError, generate
 from stretch.api import create_app
 from stretch.api.codec import ARROW_STREAM, encode_arrow
 from stretch.api.limits import ServiceLimits
@@ -120,3 +121,21 @@ def test_reorder_buffer_is_bounded() -> None:
         client.watermark("f", 0, 1500)
         assert _post(limited, "f", 0, v_table(range(1500, 2500)))[0] == 202
         assert client.status("f")["sources"][0]["tuples_in"] == 2500
+
+
+def test_a_source_far_ahead_of_the_others_stalls_and_the_client_says_why(
+    client: StretchClient,
+) -> None:
+    """One source sent more than half the capacity while the other lags: the client's
+    ``CapacityError`` carries the service's reason, and feeding the other source unblocks."""
+    client.create_operator("f", "forward", {"columns": "v:int"}, capacity=1024)
+    left = v_table(range(2000))
+    with pytest.raises(CapacityError, match="for the other sources to catch up") as error:
+        client.add_batch("f", 0, left, batch_id=1, retry_s=0.5)
+    assert "'f' source 0: still full after 0.5 s" in str(error.value)
+    right = v_table(range(0, 2000, 2), 10**6)
+    client.add_batch("f", 1, right, batch_id=1)
+    assert client.add_batch("f", 0, left, batch_id=1).accepted == 2000 - 1024  # part 1 only
+    client.close_source("f", 0)
+    client.close_source("f", 1)
+    assert client.read_all("f", TIMEOUT_S).equals(union_in_total_order([left, right]))

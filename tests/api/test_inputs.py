@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
+from stretch import build, run_sn
 from stretch.api.codec import encode_arrow
 from stretch.client import ARROW_STREAM, StretchClient
 from tests.api.conftest import TIMEOUT_S, TestClient, auth
@@ -62,7 +64,25 @@ def forward(client: StretchClient) -> StretchClient:
             422,
             "column 'v' appears 2 times",
         ),
-        (b'{"rows":[{"ts":10,"v":1,"w":1e400,"s":""}]}', JSON, 400, "1e400"),
+        (
+            b'{"rows":[{"ts":10,"v":1,"w":1e400,"s":""}]}',
+            JSON,
+            400,
+            "row 1, column 'w': 1e400 is beyond the range of a float64",
+        ),
+        (
+            b'{"rows":[{"ts":10,"v":1,"w":1.0,"s":""},{"ts":11,"v":2,"w":NaN,"s":""}]}',
+            JSON,
+            400,
+            "row 2, column 'w': NaN is not a JSON number (send non-finite floats as Arrow)",
+        ),
+        (
+            b'{"rows":[{"ts":10,"v":1,"w":-Infinity,"s":""}]}',
+            JSON,
+            400,
+            "row 1, column 'w': -Infinity is not a JSON number",
+        ),
+        (b'{"rows":[{"ts":10,"v":1,"w":1.0,"s":"","x":[NaN]}]}', JSON, 400, "NaN is not a JSON"),
         (
             b'{"rows":[{"ts":9223372036854775807,"v":1,"w":1.0,"s":""}]}',
             JSON,
@@ -178,3 +198,25 @@ def test_arrow_timestamps_are_event_time_in_ms(
     out = client.read_all("t", TIMEOUT_S)
     assert out.schema.field("ts").type == pa.int64()
     assert out.column("ts").to_pylist() == expected
+
+
+def test_arrow_nan_and_infinity_are_values_given_back_as_sent(
+    http: TestClient, client: StretchClient
+) -> None:
+    """Arrow carries non-finite floats (JSON cannot): taken, ordered and given back as sent."""
+    client.create_operator("f", "forward", {"columns": "w:float,v:int", "inputs": 1})
+    w = [math.nan, math.inf, -math.inf, 0.5, -0.0]
+    table = pa.table({"ts": [3, 1, 2, 3, 3], "v": [0, 1, 2, 3, 4], "w": pa.array(w, pa.float64())})
+    response = http.post(
+        "/v1/operators/f/sources/0/batches",
+        content=encode_arrow(table),
+        headers={**auth(), **ARROW},
+    )
+    assert response.status_code == 202, response.text
+    client.close_source("f", 0)
+    out = client.read_all("f", TIMEOUT_S, commit=False)
+    expected = run_sn(build("forward", {"columns": "w:float,v:int", "inputs": 1}), [table])
+    assert out.column("v").to_pylist() == expected.column("v").to_pylist() == [1, 2, 4, 3, 0]
+    assert out.column("w").to_numpy().tobytes() == expected.column("w").to_numpy().tobytes()
+    rows, _ = client.output_rows("f")
+    assert [r["w"] for r in rows] == [None, None, -0.0, 0.5, None]

@@ -87,3 +87,20 @@ def test_a_bad_part_names_the_row_and_staging_is_bounded(http: TestClient) -> No
     http.app.state.staging.max_bytes = 100  # type: ignore[attr-defined]
     with pytest.raises(CapacityError, match="staged parts hold 0 of 100 bytes"):
         client.stage_part("f", 0, "q", 0, 0, rows(list(range(50)), list(range(50))), retry_s=0)
+
+
+@pytest.mark.parametrize(("parts", "repeated"), [([0, 0], 0), ([1, 0, 1], 1)])
+def test_a_commit_listing_a_part_twice_is_refused_and_commits_nothing(
+    client: StretchClient, parts: list[int], repeated: int
+) -> None:
+    client.create_operator("f", "forward", FORWARD)
+    client.stage_part("f", 0, "q", 0, 0, rows([1, 2], [1, 2]))
+    client.stage_part("f", 0, "q", 0, 1, rows([3], [3]))
+    with pytest.raises(ServiceError, match=f"part {repeated} is listed more than once") as error:
+        client.commit_staged("f", 0, "q", 0, parts)
+    assert error.value.status == 422
+    assert client.status("f")["sources"][0]["tuples_in"] == 0
+    # The parts stay staged: the writer's right commit adds each row once.
+    assert client.commit_staged("f", 0, "q", 0, [0, 1])["accepted"] == 3
+    client.close_source("f", 0)
+    assert client.read_all("f", TIMEOUT_S).column("v").to_pylist() == [1, 2, 3]

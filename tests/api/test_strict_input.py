@@ -129,3 +129,95 @@ def test_reads_and_commits_past_the_end_follow_one_rule(forward: StretchClient) 
     assert table.column("v").to_pylist() == [7, 8, 9] and next_offset == 10
     table, next_offset = forward.output("f", 12)
     assert table.num_rows == 0 and next_offset == 12
+
+
+CONTROL_ROUTES = [
+    ("POST", "/v1/operators"),
+    ("POST", "/v1/operators/f/sources/0/watermark"),
+    ("POST", "/v1/operators/f/output/commit"),
+    ("POST", "/v1/operators/f/reconfigure"),
+    ("POST", "/v1/operators/f/sources/0/staged/w/0/commit"),
+    ("PUT", "/v1/operators/f/autoscale"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), CONTROL_ROUTES)
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b'{"name":"a","operator":', "the body is not valid JSON: Expecting value at position 23"),
+        (
+            b"{'ts': 1}",
+            "the body is not valid JSON: Expecting property name enclosed in double quotes at "
+            "position 1",
+        ),
+        (b"", "the body is empty; send a JSON object"),
+    ],
+)
+def test_a_control_body_that_is_not_json_gets_400(
+    http: TestClient, forward: StretchClient, method: str, path: str, body: bytes, words: str
+) -> None:
+    answer = http.request(method, path, content=body, headers=JSON)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["detail"] == f"{method} {path}: {words}"
+    assert [s["name"] for s in http.get("/v1/operators", headers=auth()).json()] == ["f"]
+    status = forward.status("f")
+    assert status["watermarks"] == [None] and status["epoch"] == 0
+    assert status["output"]["start_offset"] == 0
+
+
+ROW = b'{"rows": [{"ts": 1, "v": 1}]}'
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ("batchid=8", "query.batchid: unknown query parameter; this route takes batch_id"),
+        ("batch_id=6&batch_id=7", "query.batch_id: given more than once"),
+        ("batch_id=6&batch_id=6", "query.batch_id: given more than once"),
+        ("batch_id=6&wait_ms=1", "query.wait_ms: unknown query parameter"),
+    ],
+)
+def test_a_batch_with_an_unknown_or_repeated_query_parameter_is_refused(
+    http: TestClient, forward: StretchClient, query: str, words: str
+) -> None:
+    answer = http.post(f"/v1/operators/f/sources/0/batches?{query}", content=ROW, headers=JSON)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"].startswith(words)
+    source = forward.status("f")["sources"][0]
+    assert source["tuples_in"] == 0 and source["batches"] == 0
+    assert forward.add_batch("f", 0, pa.table({"ts": [1], "v": [1]})) == (1, False)
+
+
+@pytest.mark.parametrize(
+    ("path", "words"),
+    [
+        ("output?ofset=3", "query.ofset: unknown query parameter; this route takes offset, "),
+        ("output?offset=0&offset=5", "query.offset: given more than once"),
+        ("output/cut?ts=1&t=2", "query.t: unknown query parameter; this route takes ts"),
+    ],
+)
+def test_a_read_with_an_unknown_or_repeated_query_parameter_is_refused(
+    http: TestClient, forward: StretchClient, path: str, words: str
+) -> None:
+    answer = http.get(f"/v1/operators/f/{path}", headers=auth())
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"].startswith(words)
+
+
+def test_an_output_commit_takes_no_query_parameter(
+    http: TestClient, forward: StretchClient
+) -> None:
+    answer = http.post("/v1/operators/f/output/commit?offset=5", json={"offset": 0}, headers=auth())
+    assert answer.status_code == 422 and "query.offset" in answer.json()["detail"], answer.text
+
+
+def test_an_unknown_query_parameter_without_the_token_is_still_401(
+    http: TestClient, forward: StretchClient
+) -> None:
+    answer = http.post(
+        "/v1/operators/f/sources/0/batches?batchid=8",
+        content=ROW,
+        headers={"Content-Type": "application/json"},
+    )
+    assert answer.status_code == 401, answer.text
