@@ -124,6 +124,8 @@ class Journal:
         self._closed = False
         try:
             directory.mkdir(parents=True, exist_ok=True)
+            for temp in directory.glob(f"*{SUFFIX}.tmp"):  # a segment a crash left unmade
+                temp.unlink()
             self._file = self._open_segment(next_lsn)
         except OSError as exc:
             msg = f"journal {directory}: cannot open a segment: {exc}"

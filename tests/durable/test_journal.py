@@ -144,7 +144,10 @@ def test_a_journal_with_nothing_written_reads_back_empty(tmp_path: Path) -> None
     assert journal.rotate() == 3
     journal.close()
     assert read_journal(tmp_path / "rotated", 3) == JournalRecords([], 3, 0)
+    unmade = tmp_path / "rotated" / "00000000000000000009.log.tmp"  # a crash mid-creation
+    unmade.write_bytes(b"half")
     reopened = Journal(tmp_path / "rotated", 3)  # a restart: continues in the same segment
+    assert not unmade.exists()
     reopened.sync(reopened.append(b"c"))
     reopened.close()
     assert read_journal(tmp_path / "rotated", 3).records == [(3, b"c")]
