@@ -2,7 +2,8 @@
 
 ``PUT`` starts (or replaces) the operator's autoscaler with a policy of ``controller``;
 ``GET`` reads it with its last decision; ``DELETE`` goes back to manual reconfiguration.
-The same body is accepted as ``"autoscale"`` when an operator is created.
+The same body is accepted as ``"autoscale"`` when an operator is created. None of the
+routes takes a query parameter: one given is refused (422, ``api.query``).
 """
 
 from __future__ import annotations
@@ -12,18 +13,19 @@ from typing import Any
 from fastapi import APIRouter, Response
 from starlette.concurrency import run_in_threadpool
 
-from stretch.api.lifecycle import ERRORS, NAME, Registry
+from stretch.api.lifecycle import ERRORS, JSON_ERRORS, NAME, Registry
+from stretch.api.query import query_only
 from stretch.api.schemas import AutoscaleRequest, AutoscaleState
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/operators", tags=["autoscale"])
+router = APIRouter(prefix="/v1/operators", tags=["autoscale"], dependencies=[query_only()])
 
 
 @router.put(
     "/{name}/autoscale",
     response_model=AutoscaleState,
-    responses=ERRORS,
+    responses=JSON_ERRORS,
 )
 async def put_autoscale(name: NAME, body: AutoscaleRequest, operators: Registry) -> dict[str, Any]:
     """Put the operator under a controller (replacing one it had)."""

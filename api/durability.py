@@ -10,7 +10,9 @@ is an operator acknowledged, and one without a readable ``operator.json`` is dam
 * ``journal/``: every request that changed it, written ahead under the source's lock and
   fsync'd before the answer (``stretch.durable.Journal``, group commit): a batch as the
   rows admitted (Arrow IPC, with its batch id or writer batch), watermarks, closes,
-  lateness changes, output commits, reconfigurations and autoscale settings;
+  lateness changes, output commits, reconfigurations and autoscale settings, and the
+  counts of a batch refused as late or acknowledged as a duplicate (``counted``: its
+  rows are not applied, its counts are);
 * ``checkpoints/<L>/``: the latest checkpoint, covering every journal record before LSN L:
   the pipeline's snapshot (``stretch.vsn.PipelineSnapshot``: the input that determines
   its state and the uncommitted output) and the service's counters and batch ids.

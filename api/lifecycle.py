@@ -1,4 +1,7 @@
-"""Routes that create, inspect, reconfigure and delete operators (``/v1/operators``)."""
+"""Routes that create, inspect, reconfigure and delete operators (``/v1/operators``).
+
+None of them takes a query parameter: one given is refused (422, ``api.query``).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from stretch.api.mapping import FullMapping
+from stretch.api.query import query_only
 from stretch.api.registry import OperatorRegistry
 from stretch.api.schemas import (
     CheckpointInfo,
@@ -20,9 +24,17 @@ from stretch.api.schemas import (
 )
 from stretch.vsn import Shard
 
-__all__ = ["ERRORS", "NAME", "Registry", "UnavailableOperator", "registry", "router"]
+__all__ = [
+    "ERRORS",
+    "JSON_ERRORS",
+    "NAME",
+    "Registry",
+    "UnavailableOperator",
+    "registry",
+    "router",
+]
 
-router = APIRouter(prefix="/v1/operators", tags=["operators"])
+router = APIRouter(prefix="/v1/operators", tags=["operators"], dependencies=[query_only()])
 
 NAME = Annotated[str, Path(description="the operator instance's name", max_length=100)]
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -37,6 +49,11 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (422, "invalid request or parameters"),
     ]
 }
+JSON_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    400: {"description": "a body that is not JSON, or none"},
+}
+"""``ERRORS`` of a route taking a JSON body (``api.errors`` answers 400 for a malformed one)."""
 
 
 def registry(request: Request) -> OperatorRegistry:
@@ -52,7 +69,7 @@ Registry = Annotated[OperatorRegistry, Depends(registry)]
     "",
     status_code=201,
     response_model=OperatorStatus,
-    responses=ERRORS,
+    responses=JSON_ERRORS,
 )
 async def create_operator(body: CreateOperator, operators: Registry) -> OperatorStatus:
     """Start catalog operator ``operator`` under ``name`` with m instances of a pool of n."""
@@ -115,7 +132,7 @@ async def delete_operator(name: NAME, operators: Registry) -> Response:
     "/{name}/reconfigure",
     status_code=202,
     response_model=ReconfigureAccepted,
-    responses=ERRORS,
+    responses=JSON_ERRORS,
 )
 async def reconfigure(
     name: NAME, body: ReconfigureRequest, operators: Registry

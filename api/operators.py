@@ -51,6 +51,9 @@ logger = logging.getLogger(__name__)
 KEPT_CHECKPOINTS = 100
 """Checkpoint records an operator keeps for ``GET .../checkpoints`` (the most recent)."""
 
+_Log = Callable[[dict[str, Any], pa.Table | None], None]
+"""Appends a journal record (a header and rows, if any) ahead of a change."""
+
 
 @dataclass
 class SourceCounters:
@@ -122,12 +125,13 @@ class ManagedOperator:
         self._stopped = False
 
     @contextmanager
-    def _change(self) -> Iterator[Callable[[dict[str, Any], pa.Table | None], None]]:
+    def _change(self) -> Iterator[_Log]:
         """Hold the ingest gate while changing the operator; yield a journal writer.
 
         The writer appends a record (ahead of the change, under the caller's lock); on
-        leaving, the last record written is made durable (group commit) after the gate
-        is released, so the caller answers only once it is on disk.
+        leaving, by an exception too (a refusal that was counted), the last record written
+        is made durable (group commit) after the gate is released, so the caller answers
+        only once it is on disk.
         """
         journal = self.journal
         if journal is None:
@@ -142,10 +146,12 @@ class ManagedOperator:
         def log(header: dict[str, Any], table: pa.Table | None) -> None:
             written.append(journal.log(header, table))
 
-        with journal.ingest.shared():
-            yield log
-        if written:
-            journal.sync(written[-1])
+        try:
+            with journal.ingest.shared():
+                yield log
+        finally:
+            if written:
+                journal.sync(written[-1])
 
     @property
     def stopped(self) -> bool:
@@ -196,7 +202,8 @@ class ManagedOperator:
 
         ``writer`` is a staging writer's (id, batch): the batch is a duplicate if the
         writer committed it or a later one. With a journal, the admitted rows are logged
-        ahead and on disk before this returns.
+        ahead and on disk before this returns; so are the counts of a duplicate or a
+        batch refused as late (``_count_refused``).
 
         Raises:
             NotFoundError: no such source.
@@ -213,7 +220,7 @@ class ManagedOperator:
             if (batch_id is not None and batch_id in counters.batch_ids) or (
                 writer is not None and writer[1] <= counters.writers.get(writer[0], -1)
             ):
-                counters.duplicate_batches += 1
+                self._count_refused(log, source, duplicate_batches=1)
                 return Admission(0), True
             rows = table.num_rows
             if rows > self.max_batch_rows:
@@ -239,7 +246,7 @@ class ManagedOperator:
             try:
                 admission = self.pipeline.add(feeds[0], table, late, on_admit=journal)
             except LateTupleError as exc:
-                self._count_late(source, exc.rows or rows)
+                self._count_refused(log, source, late_tuples=exc.rows or rows)
                 raise
             for other in feeds[1:]:  # the same rows, so the same lateness: they go in
                 self.pipeline.add(other, table, late)
@@ -258,6 +265,26 @@ class ManagedOperator:
     def _count_late(self, source: int, rows: int) -> None:
         """Count late rows of ``source`` (the caller holds its counters' lock)."""
         self.sources[source].late_tuples += rows
+
+    def _count_refused(
+        self, log: _Log, source: int, late_tuples: int = 0, duplicate_batches: int = 0
+    ) -> None:
+        """Count a batch of ``source`` whose rows are not applied: refused late, or a duplicate.
+
+        No batch record holds it, so a ``counted`` record is logged ahead for a restore to
+        count it again (the caller holds the source's counters' lock).
+        """
+        log(
+            {
+                "kind": "counted",
+                "source": source,
+                "late_tuples": late_tuples,
+                "duplicate_batches": duplicate_batches,
+            },
+            None,
+        )
+        self._count_late(source, late_tuples)
+        self.sources[source].duplicate_batches += duplicate_batches
 
     def set_allowed_lateness(self, source: int, allowed_lateness_ms: int) -> None:
         """Let rows of ``source`` arrive this far behind its largest ``ts`` from now on."""
@@ -535,6 +562,10 @@ class ManagedOperator:
         kind = header["kind"]
         source = int(header.get("source", 0))
         feeds = self._feeds[source] if kind != "commit" else ()
+        if kind == "counted":
+            self._count_late(source, int(header["late_tuples"]))
+            self.sources[source].duplicate_batches += int(header["duplicate_batches"])
+            return
         if kind == "batch":
             assert table is not None
             counters = self.sources[source]

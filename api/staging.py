@@ -18,7 +18,8 @@ in order, so they can never be committed).
 Late rows (older than the source's released watermark) follow the commit's ``late_rows``:
 ``fail`` refuses the batch (422, nothing added), ``drop`` adds the rest and counts the
 dropped rows as the source's ``late_tuples``. Staged parts are bounded in bytes per app:
-beyond the bound a part gets 429 (retry later).
+beyond the bound a part gets 429 (retry later). None of the routes takes a query
+parameter: one given is refused (422, ``api.query``).
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from starlette.concurrency import run_in_threadpool
 
 from stretch.api.codec import decode_batch
 from stretch.api.errors import ConflictError
-from stretch.api.lifecycle import ERRORS, NAME, Registry
+from stretch.api.lifecycle import ERRORS, JSON_ERRORS, NAME, Registry
 from stretch.api.operators import ManagedOperator
+from stretch.api.query import query_only
 from stretch.api.schemas import INT64_MAX
 from stretch.errors import CapacityError
 from stretch.model.schema import conform
@@ -53,7 +55,7 @@ __all__ = [
 DEFAULT_MAX_STAGED_BYTES = 1 << 30
 """Bytes of staged parts an app holds before a part gets 429."""
 
-router = APIRouter(prefix="/v1/operators", tags=["staging"])
+router = APIRouter(prefix="/v1/operators", tags=["staging"], dependencies=[query_only()])
 
 SOURCE = Annotated[int, Path(ge=0, le=1 << 16, description="the input source index")]
 WRITER = Annotated[
@@ -269,9 +271,6 @@ def staging(request: Request) -> StagingStore:
 Staging = Annotated[StagingStore, Depends(staging)]
 
 _STAGED = "/{name}/sources/{source}/staged/{writer}/{batch}"
-_MALFORMED: dict[int | str, dict[str, Any]] = {
-    400: {"description": "a body that is not JSON, or none"}
-}
 _PART_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
     400: {"description": "malformed Arrow or JSON body"},
@@ -319,8 +318,7 @@ async def stage_part(
     status_code=202,
     response_model=CommitAccepted,
     responses={
-        **ERRORS,
-        **_MALFORMED,
+        **JSON_ERRORS,
         429: {"description": "the ingest buffer is full: retry; the parts stay staged"},
     },
 )

@@ -1,7 +1,7 @@
 """Routes that move data: batches, watermarks and close per source; output and commit.
 
-The batch and output routes refuse a query parameter they do not take, or one given
-twice, with 422 naming it: a misspelt ``batchid`` would otherwise turn idempotency off
+Each route refuses a query parameter it does not take, or one given twice, with 422
+naming it (``api.query``): a misspelt ``batchid`` would otherwise turn idempotency off
 unnoticed, and a repeated ``batch_id`` would silently mean its last value.
 """
 
@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
-from fastapi.exceptions import RequestValidationError
+from fastapi import APIRouter, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from stretch.api.codec import ARROW_STREAM, decode_batch, encode_arrow, json_rows
 from stretch.api.guard import BodyLimits
-from stretch.api.lifecycle import ERRORS, NAME, Registry
+from stretch.api.lifecycle import ERRORS, JSON_ERRORS, NAME, Registry
 from stretch.api.long_polls import LongPolls
 from stretch.api.operators import ManagedOperator
+from stretch.api.query import query_only
 from stretch.api.schemas import (
     INT64_MAX,
     INT64_MIN,
@@ -40,26 +40,6 @@ MAX_WAIT_MS = 60_000
 NEXT_OFFSET = "Stretch-Next-Offset"
 
 
-def _query_only(*names: str) -> Any:
-    """A dependency refusing (422) query parameters other than ``names``, or repeated."""
-    takes = f"this route takes {', '.join(names)}" if names else "this route takes none"
-
-    def check(request: Request) -> None:
-        seen: set[str] = set()
-        for key, value in request.query_params.multi_items():
-            if key not in names:
-                msg = f"unknown query parameter; {takes}"
-            elif key in seen:
-                msg = "given more than once; give it once"
-            else:
-                seen.add(key)
-                continue
-            error = {"type": "query_parameter", "loc": ("query", key), "msg": msg, "input": value}
-            raise RequestValidationError([error])
-
-    return Depends(check)
-
-
 _BATCH_BODY = {
     "requestBody": {
         "required": True,
@@ -69,7 +49,6 @@ _BATCH_BODY = {
         },
     }
 }
-_JSON_ERRORS = {**ERRORS, 400: {"description": "a body that is not JSON, or none"}}
 _BATCH_ERRORS = {
     **ERRORS,
     400: {"description": "malformed Arrow or JSON body"},
@@ -91,7 +70,7 @@ _BATCH_ERRORS = {
     response_model=BatchAccepted,
     responses=_BATCH_ERRORS,
     openapi_extra=_BATCH_BODY,
-    dependencies=[_query_only("batch_id")],
+    dependencies=[query_only("batch_id")],
 )
 async def add_batch(
     name: NAME,
@@ -136,7 +115,8 @@ def _decode_and_add(
 @router.post(
     "/{name}/sources/{source}/watermark",
     status_code=202,
-    responses=_JSON_ERRORS,
+    responses=JSON_ERRORS,
+    dependencies=[query_only()],
 )
 async def watermark(
     name: NAME, source: SOURCE, body: WatermarkRequest, operators: Registry
@@ -150,6 +130,7 @@ async def watermark(
     "/{name}/sources/{source}/close",
     status_code=202,
     responses=ERRORS,
+    dependencies=[query_only()],
 )
 async def close(name: NAME, source: SOURCE, operators: Registry) -> dict[str, Any]:
     """End of the source's input: its windows flush once every source is closed."""
@@ -173,7 +154,7 @@ def long_polls(request: Request) -> LongPolls:
             "description": f"rows from offset; Arrow answers carry {NEXT_OFFSET}",
         },
     },
-    dependencies=[_query_only("offset", "max_rows", "wait_ms")],
+    dependencies=[query_only("offset", "max_rows", "wait_ms")],
 )
 async def output(
     name: NAME,
@@ -211,7 +192,7 @@ async def output(
     "/{name}/output/cut",
     response_model=OutputCut,
     responses=ERRORS,
-    dependencies=[_query_only("ts")],
+    dependencies=[query_only("ts")],
 )
 async def output_cut(
     name: NAME,
@@ -231,8 +212,8 @@ async def output_cut(
 @router.post(
     "/{name}/output/commit",
     status_code=202,
-    responses=_JSON_ERRORS,
-    dependencies=[_query_only()],
+    responses=JSON_ERRORS,
+    dependencies=[query_only()],
 )
 async def commit(name: NAME, body: CommitRequest, operators: Registry) -> dict[str, Any]:
     """Everything before ``offset`` was consumed; the log may trim it."""
