@@ -27,7 +27,7 @@ from pyspark.sql import SparkSession
 
 from stretch.api.serve import read_token
 from stretch.errors import InputError
-from stretch.spark.pipeline import PipelineConfig, prepare, run_pipeline
+from stretch.spark.pipeline import PipelineConfig, claim, prepare, run_pipeline
 from stretch.spark.preflight import check_inputs, check_sidecars
 from stretch.spark.session import local_session
 from stretch.spark.sidecar import EmbeddedSidecar, LocalSidecars
@@ -77,6 +77,15 @@ def run_pipeline_command(
         check_sidecars(url, token)
     checkpoint = checkpoint or output / "_checkpoint"
     checkpoint.mkdir(parents=True, exist_ok=True)
+    shards = sidecars or (1 if url is None else len(url.split(",")))
+    job = {
+        "operator": operator,
+        "name": name or f"pipeline-{operator}",
+        "params": {str(k): str(v) for k, v in params.items()},
+        "output": str(output.resolve()),
+        "shards": shards,
+    }
+    new_checkpoint = claim(checkpoint, job, output)
     log = checkpoint / LOG_NAME
     with ExitStack() as stack:
         stopping: list[Callable[[], None]] = []
@@ -109,6 +118,7 @@ def run_pipeline_command(
             late_rows=late_rows,
             allowed_lateness_ms=allowed_lateness_ms,
             log=log,
+            new_checkpoint=new_checkpoint,
         )
         prepared = prepare(config, feeds)
         owned = SparkSession.getActiveSession() is None

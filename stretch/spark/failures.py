@@ -134,8 +134,9 @@ def explain(
         needed = (allowed_lateness_ms or 0) + released - ts
         line += (
             f"; to accept late rows run again with --allowed-lateness-ms {needed} (or more: "
-            f"this row is {released - ts} ms late) under a new --name and --checkpoint (this "
-            "operator's watermark has passed them), or drop them with --late-rows drop"
+            f"this row is {released - ts} ms late) under a new --name, --checkpoint and "
+            "--output (this operator's watermark has passed them, and the output holds this "
+            "run's rows), or drop them with --late-rows drop"
         )
     if log is not None:
         with log.open("a", encoding="utf-8") as out:

@@ -74,6 +74,8 @@ _CONNECT_BACK = "Python worker failed to connect back"
 INIT_TIMEOUT_S = 300.0
 """The longest a query may take to set up its source."""
 _INITIALIZING = "Initializing sources"
+JOB = "job.json"
+"""The file in a checkpoint directory that names the job it belongs to (``claim``)."""
 CAPACITY = 1 << 18
 """ESG_in nodes of an operator the pipeline creates (room for big micro-batches)."""
 _NOT_FOUND = 404
@@ -101,6 +103,8 @@ class PipelineConfig:
         late_rows: The writers' ``lateRows``: ``fail`` or ``drop``.
         allowed_lateness_ms: The writers' ``allowedLatenessMs`` (None: the operator's).
         log: The file Spark's traces go to, named in failures (None: not kept).
+        new_checkpoint: The checkpoint is this job's first (``claim``): an operator of
+            ``name`` already on the sidecar belongs to another job.
 
     """
 
@@ -120,6 +124,55 @@ class PipelineConfig:
     late_rows: str = "fail"
     allowed_lateness_ms: int | None = None
     log: Path | None = None
+    new_checkpoint: bool = False
+
+
+def claim(checkpoint: Path, job: Mapping[str, Any], output: Path) -> bool:
+    """Record in ``checkpoint`` that it belongs to ``job``; return whether it is new.
+
+    ``job`` names what a rerun must keep (operator, name, parameters, output, shards); a
+    checkpoint where no query ran yet takes a changed job (a first try refused before
+    Spark started, say). A checkpoint written before this file existed counts as the job's
+    if it holds a query's checkpoint. Two jobs sharing a checkpoint (the default one inside
+    ``--output``, say) would continue each other's queries, and a new job writing into
+    another job's output would have Spark's file sink skip its micro-batches (their ids are
+    in the output's ``_spark_metadata``): both exited 0 with rows missing or doubled.
+
+    Raises:
+        InputError: the checkpoint belongs to another job, or it is new and ``output``
+            holds another job's output.
+
+    """
+    path = checkpoint / JOB
+    try:
+        claimed = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        claimed = None
+    except (OSError, ValueError) as exc:
+        msg = f"cannot read {path}: {exc}; give this job a new --checkpoint"
+        raise InputError(msg) from exc
+    ran = any((checkpoint / query).is_dir() for query in ("out", "in0", "in1"))
+    if claimed is not None and claimed != job and ran:
+        differs = ", ".join(
+            f"{key} {claimed.get(key)!r} (this run: {job.get(key)!r})"
+            for key in job
+            if claimed.get(key) != job.get(key)
+        )
+        msg = (
+            f"checkpoint {checkpoint} belongs to another job: {differs}; rerun that job as it "
+            "was, or give this one a new --output (or --checkpoint)"
+        )
+        raise InputError(msg)
+    new = claimed is None and not ran
+    if new and (output / "_spark_metadata").exists():
+        msg = (
+            f"{output} holds another job's output (its _spark_metadata): Spark would skip "
+            "this job's micro-batches there; give --output a new directory, or remove it"
+        )
+        raise InputError(msg)
+    if claimed != job:
+        path.write_text(json.dumps(job, sort_keys=True), encoding="utf-8")
+    return new
 
 
 @dataclass(frozen=True)
@@ -193,6 +246,13 @@ def _continued(config: PipelineConfig, status: Mapping[str, Any]) -> None:
         msg = (
             f"the sidecar runs {config.name!r} with params {params or '{}'}, this run asks for "
             f"{asked or '{}'}; {way_out}"
+        )
+        raise InputError(msg)
+    if config.new_checkpoint:
+        msg = (
+            f"an operator named {config.name!r} runs on {config.url}, fed by another job "
+            f"(this checkpoint {config.checkpoint} is new); give --name a new name, or "
+            f"DELETE /v1/operators/{config.name} if that job is gone"
         )
         raise InputError(msg)
     closed = [s["index"] for s in status["sources"] if s["closed"]]

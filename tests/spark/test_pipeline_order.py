@@ -88,7 +88,7 @@ def test_a_late_file_is_named_with_the_options_that_accept_it(
     assert "row 1 has ts 0, before the released watermark 2990" in line
     assert f"row 1 came from {tmp_path / 'in' / 'part-2.parquet'} (micro-batch 1)" in line
     assert "run again with --allowed-lateness-ms 2990 (or more" in line
-    assert "under a new --name and --checkpoint" in line
+    assert "under a new --name, --checkpoint and --output" in line
     assert "or drop them with --late-rows drop" in line
 
     # Run again as the line says: the reorder buffer waits for the late file.
