@@ -184,18 +184,21 @@ def _jvm_output(log: Path, to_stderr: bool) -> Iterator[None]:
 
 
 def _stop_on_interrupt(stopping: list[Callable[[], None]]) -> None:
-    """On SIGINT: run ``stopping`` (ask local sidecars to stop), one line, exit 130.
+    """On SIGINT or SIGTERM: run ``stopping`` (stop local sidecars), one line, exit 128 + n.
 
-    Installed again once Spark started, which replaces the handler with its own.
+    Installed again once Spark started, which replaces the handler with its own. (A
+    kill -9 leaves ``--sidecars`` processes running: stop them before a rerun.)
     """
 
     def interrupted(signum: int, frame: FrameType | None) -> None:
         for stop in stopping:
             stop()
         sys.stderr.write(
-            "stretch: interrupted (SIGINT); rerun with the same --checkpoint to continue\n"
+            f"stretch: interrupted ({signal.Signals(signum).name}); rerun with the same "
+            "--checkpoint to continue\n"
         )
         sys.stderr.flush()
         os._exit(128 + signum)
 
     signal.signal(signal.SIGINT, interrupted)
+    signal.signal(signal.SIGTERM, interrupted)

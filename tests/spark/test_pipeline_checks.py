@@ -6,10 +6,12 @@ these runs start no JVM. Ctrl-C once Spark runs prints one line and exits 130.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -155,3 +157,36 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path: Path) -> None:
         "stretch: interrupted (SIGINT); rerun with the same --checkpoint to continue"
     ]
     assert "done:" not in out
+
+
+def test_sigterm_stops_the_sidecars_it_started(tmp_path: Path) -> None:
+    """SIGTERM, as Ctrl-C: the ``--sidecars`` processes stop, so a rerun can take their state."""
+    left, right = scalejoin_dirs(tmp_path)
+    process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
+        [sys.executable, "-m", "stretch.cli", "pipeline", "scalejoin", "--input", str(left),
+         "--input", str(right), "--output", str(tmp_path / "out"), "--sidecars", "1"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("started 1 sidecar"):
+                break
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=TIMEOUT_S)
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(TIMEOUT_S)
+    assert process.returncode == 128 + signal.SIGTERM, err
+    assert err.splitlines()[-1].startswith("stretch: interrupted (SIGTERM)")
+    lock = (tmp_path / "out" / "_checkpoint" / "sidecars").glob("*/lock")
+    with next(lock).open("a") as file:  # the sidecar's lock on its state is free again
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            try:
+                fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                assert time.monotonic() < deadline, "the sidecar still holds its state"
+                time.sleep(0.1)
