@@ -736,8 +736,15 @@ def _pipeline(args: argparse.Namespace) -> int:
             ("--files-per-trigger", args.files_per_trigger),
             ("--trigger-rows", args.trigger_rows or 1),
             ("--sidecars", args.sidecars or 1),
+            ("--max-parallelism", 1 if args.max_parallelism is None else args.max_parallelism),
         ]
     )
+    if args.max_parallelism is not None and args.parallelism > args.max_parallelism:
+        msg = (
+            f"--parallelism {args.parallelism} is above --max-parallelism "
+            f"{args.max_parallelism} (the pool's size)"
+        )
+        raise InputError(msg)
     if args.allowed_lateness_ms is not None and args.allowed_lateness_ms < 0:
         msg = f"--allowed-lateness-ms must be >= 0, got {args.allowed_lateness_ms}"
         raise InputError(msg)

@@ -79,6 +79,23 @@ def test_a_missing_column_is_named_with_the_expected_columns(tmp_path: Path) -> 
     assert not (tmp_path / "out").exists()  # nothing was started
 
 
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--max-parallelism", "0"], "--max-parallelism must be >= 1, got 0"),
+        (["--parallelism", "4", "--max-parallelism", "2"], "--parallelism 4 is above"),
+    ],
+)
+def test_pool_flags_are_named_before_a_sidecar_starts(
+    tmp_path: Path, flags: list[str], words: str
+) -> None:
+    left, right = scalejoin_dirs(tmp_path)
+    line = one_line(pipeline("scalejoin", "--input", str(left), "--input", str(right),
+                             "--output", str(tmp_path / "out"), *flags))  # fmt: skip
+    assert words in line
+    assert not (tmp_path / "out").exists()  # nothing was started
+
+
 def test_a_stray_file_among_the_parts_is_named(tmp_path: Path) -> None:
     left, right = scalejoin_dirs(tmp_path)
     (right / "stray.csv").write_text("ts,a\n1,2\n")
