@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 _OURS = re.compile(r"^\s*((?:stretch|api)\.[\w.]*(?:Error|Exception)): (.+?)\s*$", re.MULTILINE)
 _PYSPARK = re.compile(r"^\s*(pyspark\.[\w.]*(?:Error|Exception)): (.+?)\s*$", re.MULTILINE)
+_HTTP = re.compile(r"^\s*(httpx\.[\w.]*(?:Error|Exception)): (.+?)\s*$", re.MULTILINE)
 _LATE = re.compile(r"row (\d+) has ts (-?\d+), before the released watermark (-?\d+)")
 _WRITER = re.compile(r"-in(\d+)$")
 _MAX_LINE = 400
@@ -49,13 +50,16 @@ class QueryFailed(StretchError):
 def cause(detail: str) -> str:
     """The line of a failure text that says why: the last error our code raised.
 
-    Else the last PySpark error of a Python worker, else the text's first line (cut at
-    400 characters).
+    Else the last error of the HTTP client (a sidecar that went away: "a sidecar did not
+    answer: httpx.ConnectError: ..."), else the last PySpark error of a Python worker,
+    else the text's first line (cut at 400 characters).
     """
-    for pattern in (_OURS, _PYSPARK):
+    for pattern in (_OURS, _HTTP, _PYSPARK):
         found = pattern.findall(detail)
         if found:
-            line = str(found[-1][1])
+            name, line = (str(part) for part in found[-1])
+            if pattern is _HTTP:
+                line = f"a sidecar did not answer: {name}: {line}"
             return line if len(line) <= _MAX_LINE else line[:_MAX_LINE] + " ..."
     lines = [line.strip() for line in detail.splitlines() if line.strip()]
     first = lines[0] if lines else "(no message)"

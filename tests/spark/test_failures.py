@@ -30,6 +30,14 @@ def offsets(checkpoint: Path, ends: list[str]) -> None:
 def test_the_cause_is_our_last_error_line() -> None:
     assert cause(TRACE).startswith("HTTP 422: source 0 of 'j': row 7 has ts 100")
     assert cause("pyspark.errors.exceptions.base.PySparkRuntimeError: [X] bad\n") == "[X] bad"
+    worker = (  # a shard killed mid-job: the worker's trace ends in the HTTP client's error
+        "pyspark.errors.exceptions.base.PySparkRuntimeError: An exception was thrown\n"
+        "Traceback (most recent call last):\n"
+        "httpx.ConnectError: [Errno 111] Connection refused\n"
+    )
+    assert cause(worker) == (
+        "a sidecar did not answer: httpx.ConnectError: [Errno 111] Connection refused"
+    )
     assert cause("\nPython worker failed to connect back.\n  at x") == (
         "Python worker failed to connect back."
     )
