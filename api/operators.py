@@ -251,7 +251,7 @@ class ManagedOperator:
             for other in feeds[1:]:  # the same rows, so the same lateness: they go in
                 self.pipeline.add(other, table, late)
             if admission.dropped:
-                self._count_late(source, admission.dropped)
+                self._count(source, late_tuples=admission.dropped)
             if batch_id is not None:
                 counters.batch_ids.add(batch_id)
             if writer is not None:
@@ -262,9 +262,11 @@ class ManagedOperator:
                 self._clock.record(source, admission.min_ts, arrival_s)
             return admission, False
 
-    def _count_late(self, source: int, rows: int) -> None:
-        """Count late rows of ``source`` (the caller holds its counters' lock)."""
-        self.sources[source].late_tuples += rows
+    def _count(self, source: int, late_tuples: int = 0, duplicate_batches: int = 0) -> None:
+        """Count late rows and duplicate batches of ``source`` (its counters' lock held)."""
+        counters = self.sources[source]
+        counters.late_tuples += late_tuples
+        counters.duplicate_batches += duplicate_batches
 
     def _count_refused(
         self, log: _Log, source: int, late_tuples: int = 0, duplicate_batches: int = 0
@@ -283,8 +285,7 @@ class ManagedOperator:
             },
             None,
         )
-        self._count_late(source, late_tuples)
-        self.sources[source].duplicate_batches += duplicate_batches
+        self._count(source, late_tuples, duplicate_batches)
 
     def set_allowed_lateness(self, source: int, allowed_lateness_ms: int) -> None:
         """Let rows of ``source`` arrive this far behind its largest ``ts`` from now on."""
@@ -563,8 +564,7 @@ class ManagedOperator:
         source = int(header.get("source", 0))
         feeds = self._feeds[source] if kind != "commit" else ()
         if kind == "counted":
-            self._count_late(source, int(header["late_tuples"]))
-            self.sources[source].duplicate_batches += int(header["duplicate_batches"])
+            self._count(source, int(header["late_tuples"]), int(header["duplicate_batches"]))
             return
         if kind == "batch":
             assert table is not None

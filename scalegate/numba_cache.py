@@ -27,28 +27,30 @@ _CACHED = re.compile(rb"njit\([^)]*cache=True")
 _IMPORT = re.compile(rb"^\s*from ([\w.]+) import", re.MULTILINE)
 
 
-def _sources(root: Path) -> list[Path]:
+def _sources(root: Path) -> dict[Path, bytes]:
     """The modules of the package at ``root`` that cache compiled code, and what they import.
 
     Imports from the package are followed transitively; others (NumPy, Numba) are not.
+    Returns each module's text, by path, in path order.
     """
     package = root.name
+    texts = {path: path.read_bytes() for path in root.rglob("*.py")}
     found: dict[Path, bytes] = {}
-    todo = [p for p in root.rglob("*.py") if _CACHED.search(p.read_bytes())]
+    todo = [path for path, text in texts.items() if _CACHED.search(text)]
     while todo:
         path = todo.pop()
         if path in found:
             continue
-        found[path] = text = path.read_bytes()
+        found[path] = text = texts[path]
         for name in _IMPORT.findall(text):
             parts = name.decode().split(".")
             if parts[0] != package:
                 continue
             module = root.joinpath(*parts[1:])
             for candidate in (module.with_suffix(".py"), module / "__init__.py"):
-                if candidate.is_file():
+                if candidate in texts:
                     todo.append(candidate)
-    return sorted(found)
+    return dict(sorted(found.items()))
 
 
 def drop_stale(root: Path) -> bool:
@@ -59,8 +61,8 @@ def drop_stale(root: Path) -> bool:
     """
     sources = _sources(root)
     digest = hashlib.sha256()
-    for path in sources:
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    for path, text in sources.items():
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + text)
     stamp = root / "__pycache__" / STAMP
     try:
         if stamp.read_text() == digest.hexdigest():

@@ -77,10 +77,11 @@ def run_pipeline_command(
         check_sidecars(url, token)
     checkpoint = checkpoint or output / "_checkpoint"
     checkpoint.mkdir(parents=True, exist_ok=True)
+    name = name or f"pipeline-{operator}"
     shards = sidecars or (1 if url is None else len(url.split(",")))
     job = {
         "operator": operator,
-        "name": name or f"pipeline-{operator}",
+        "name": name,
         "params": {str(k): str(v) for k, v in params.items()},
         "output": str(output.resolve()),
         "shards": shards,
@@ -108,7 +109,7 @@ def run_pipeline_command(
             checkpoint=checkpoint,
             url=url,
             token=token,
-            name=name or f"pipeline-{operator}",
+            name=name,
             params=params,
             parallelism=parallelism,
             max_parallelism=max_parallelism,

@@ -24,9 +24,15 @@ __all__ = ["QueryFailed", "batch_files", "cause", "explain", "late_file"]
 
 logger = logging.getLogger(__name__)
 
-_OURS = re.compile(r"^\s*((?:stretch|api)\.[\w.]*(?:Error|Exception)): (.+?)\s*$", re.MULTILINE)
-_PYSPARK = re.compile(r"^\s*(pyspark\.[\w.]*(?:Error|Exception)): (.+?)\s*$", re.MULTILINE)
-_HTTP = re.compile(r"^\s*(httpx\.[\w.]*(?:Error|Exception)): (.+?)\s*$", re.MULTILINE)
+
+def _errors(package: str) -> re.Pattern[str]:
+    """Lines ``<package>.<...>Error: message`` of a trace: (error's name, message)."""
+    return re.compile(rf"^\s*({package}\.[\w.]*(?:Error|Exception)): (.+?)\s*$", re.MULTILINE)
+
+
+_OURS = _errors("(?:stretch|api)")
+_PYSPARK = _errors("pyspark")
+_HTTP = _errors("httpx")
 _LATE = re.compile(r"row (\d+) has ts (-?\d+), before the released watermark (-?\d+)")
 _WRITER = re.compile(r"-in(\d+)$")
 _MAX_LINE = 400

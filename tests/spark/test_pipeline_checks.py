@@ -37,6 +37,32 @@ def pipeline(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def interrupted(args: list[str], ready: str, signum: int) -> tuple[int, str, str]:
+    """``stretch pipeline ARGS``, sent ``signum`` once a line starting ``ready`` is printed.
+
+    Returns its exit status and the rest of its stdout and its stderr.
+    """
+    process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
+        [sys.executable, "-m", "stretch.cli", "pipeline", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith(ready):
+                break
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=TIMEOUT_S)
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(TIMEOUT_S)
+    return process.returncode, out, err
+
+
 def scalejoin_dirs(tmp_path: Path, rows: int = 50) -> tuple[Path, Path]:
     """Directories ``l`` and ``r`` of two good ScaleJoin files each."""
     rng = np.random.default_rng(3)
@@ -139,37 +165,13 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path: Path) -> None:
             path.unlink()
         for k in range(40):
             pq.write_table(table.slice(k * 100, 100), directory / f"part-{k:03d}.parquet")
-    process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
-        [
-            sys.executable,
-            "-m",
-            "stretch.cli",
-            "pipeline",
-            "scalejoin",
-            "--input",
-            str(left),
-            "--input",
-            str(right),
-            "--output",
-            str(tmp_path / "out"),
-        ],  # fmt: skip
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:  # Spark runs once the operator's line is printed
-            if line.startswith("created "):
-                break
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=TIMEOUT_S)
-    finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait(TIMEOUT_S)
-    assert process.returncode == 130, err
+    returncode, out, err = interrupted(
+        ["scalejoin", "--input", str(left), "--input", str(right),
+         "--output", str(tmp_path / "out")],
+        "created ",  # Spark runs once the operator's line is printed
+        signal.SIGINT,
+    )  # fmt: skip
+    assert returncode == 130, err
     assert err.splitlines() == [
         "stretch: interrupted (SIGINT); rerun with the same --checkpoint to continue"
     ]
@@ -179,23 +181,13 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path: Path) -> None:
 def test_sigterm_stops_the_sidecars_it_started(tmp_path: Path) -> None:
     """SIGTERM, as Ctrl-C: the ``--sidecars`` processes stop, so a rerun can take their state."""
     left, right = scalejoin_dirs(tmp_path)
-    process = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
-        [sys.executable, "-m", "stretch.cli", "pipeline", "scalejoin", "--input", str(left),
-         "--input", str(right), "--output", str(tmp_path / "out"), "--sidecars", "1"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    returncode, _, err = interrupted(
+        ["scalejoin", "--input", str(left), "--input", str(right),
+         "--output", str(tmp_path / "out"), "--sidecars", "1"],
+        "started 1 sidecar",
+        signal.SIGTERM,
     )  # fmt: skip
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if line.startswith("started 1 sidecar"):
-                break
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=TIMEOUT_S)
-    finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait(TIMEOUT_S)
-    assert process.returncode == 128 + signal.SIGTERM, err
+    assert returncode == 128 + signal.SIGTERM, err
     assert err.splitlines()[-1].startswith("stretch: interrupted (SIGTERM)")
     lock = (tmp_path / "out" / "_checkpoint" / "sidecars").glob("*/lock")
     with next(lock).open("a") as file:  # the sidecar's lock on its state is free again
