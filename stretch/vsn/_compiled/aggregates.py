@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from stretch.model._order_kernels import order_ties
 from stretch.model.batch import compaction_due
 from stretch.model.instance import EXPIRED
 from stretch.model.oplus import OPlus
@@ -194,8 +195,7 @@ class KeyTable:
     def _keys(self, texts: pa.Array) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """Words or hashtags: split and numbered by kernels, repeats dropped."""
         numbers, offsets, new = self._words.numbers(texts, hashtags=self.kind == "hashtags")
-        for key in new:  # the token table and the keys number them alike
-            self._add_key(key)
+        self._add_keys(new)  # the token table and the keys number them alike
         return distinct_in_rows(numbers, offsets)
 
     def _pairs(self, texts: pa.Array) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -207,8 +207,9 @@ class KeyTable:
         if unknown.any():
             strings = self._words.strings
             new = np.unique(codes[unknown])
-            for code in new.tolist():
-                self._add_key(f"{strings[code >> 31]} {strings[code & (2**31 - 1)]}")
+            self._add_keys(
+                [f"{strings[code >> 31]} {strings[code & (2**31 - 1)]}" for code in new.tolist()]
+            )
             n = len(self.strings)
             self._codes = _put(self._codes, n - new.shape[0], new)
             if index_size(n) > self._code_slots.shape[0]:
@@ -218,12 +219,14 @@ class KeyTable:
             numbers = lookup_codes(codes, self._code_slots, self._codes)
         return numbers, np.diff(code_offsets)
 
-    def _add_key(self, key: str) -> int:
-        """Number a new key and compute its key group with the operator's f_mu."""
-        number = len(self.strings)
-        self.strings.append(key)
-        self.groups = _put(self.groups, number, np.array([self.op.group_of(key)]))
-        return number
+    def _add_keys(self, keys: list[str]) -> None:
+        """Number new keys (the next numbers, in order); their groups by the operator's f_mu."""
+        if not keys:
+            return
+        group_of = self.op.group_of
+        groups = np.fromiter((group_of(key) for key in keys), dtype=np.int64, count=len(keys))
+        self.groups = _put(self.groups, len(self.strings), groups)
+        self.strings.extend(keys)
 
 
 def _keys_of(rows: KeyRows, at: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -386,20 +389,32 @@ class AggregateKernel:
         if not mine:
             return
         ws = self.op.ws_ms
-        for l in sorted(l for l in mine if l + ws <= watermark):
-            self._emit(instance, l + ws, mine.pop(l).entries())
+        ended = sorted(l for l in mine if l + ws <= watermark)
+        self._emit(instance, [(l + ws, mine.pop(l).entries()) for l in ended])
 
-    def _emit(self, instance: VSNInstance, ts: int, entries: _Entries) -> None:
-        """The rows f_O gives for a window's entries, as one block in cause order."""
-        c_ts, c_source, c_seq, c_index = entries.created
-        order = np.lexsort((c_index, c_seq, c_source, c_ts))
-        keys = self.keys.key_strings(entries.keys[order])
+    def _emit(self, instance: VSNInstance, windows: list[tuple[int, _Entries]]) -> None:
+        """The rows f_O gives for windows' entries (ending at each ts), as one block.
+
+        The block is in ``(ts, cause)`` order: one sort over every window's rows, and one
+        lookup of their keys' strings, however many windows close together.
+        """
+        if not windows:
+            return
+        ends = np.repeat(
+            np.array([ts for ts, _ in windows], dtype=np.int64),
+            [entries.keys.shape[0] for _, entries in windows],
+        )
+        numbers = np.concatenate([entries.keys for _, entries in windows])
+        values = np.concatenate([entries.values for _, entries in windows])
+        created = np.concatenate([entries.created for _, entries in windows], axis=1)
+        c_ts, c_source, c_seq, c_index = created
+        order = order_ties(ends, created)  # the windows' ends ascend: each by its causes
+        if order.shape[0] == 0:  # in that order already
+            order = np.arange(ends.shape[0])
+        keys = self.keys.key_strings(numbers[order])
         cause = (EXPIRED, c_ts[order], c_source[order], c_seq[order], c_index[order], 0, 0)
         schema = instance.shared.output_schema
-        ends = np.full(order.shape[0], ts, dtype=np.int64)
-        instance.emit_block(
-            OutputBlock.of_columns(schema, ends, cause, [keys, entries.values[order]])
-        )
+        instance.emit_block(OutputBlock.of_columns(schema, ends, cause, [keys, values[order]]))
 
     def codes_in_use(self) -> list[NDArray[np.int32]]:
         """None: the keys are numbered by the operator's own table, not by string codes."""

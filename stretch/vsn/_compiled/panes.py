@@ -142,6 +142,7 @@ class PaneKernel(AggregateKernel):
         log.extend(panes, starts, watermark - self.pane_ms + 1)
         # The first window not out yet: the smallest l = k * WA with l + WS > closed.
         l = max(op.earliest_win_l(starts[0]), (closed - ws) // wa * wa + wa)
+        ended: list[tuple[int, _Entries]] = []
         while l + ws <= watermark:
             lo = bisect.bisect_left(starts, l)
             hi = bisect.bisect_left(starts, l + ws)
@@ -151,8 +152,9 @@ class PaneKernel(AggregateKernel):
                 l = max(l + wa, op.earliest_win_l(starts[hi]))
                 continue
             begin, end = log.spans[starts[lo]][0], log.spans[starts[hi - 1]][1]
-            self._emit(instance, l + ws, self._combined(instance.j, log, begin, end))
+            ended.append((l + ws, self._combined(instance.j, log, begin, end)))
             l += wa
+        self._emit(instance, ended)
         for p in starts:
             if op.latest_win_l(p) + ws > watermark:
                 break
