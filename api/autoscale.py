@@ -30,17 +30,17 @@ router = APIRouter(prefix="/v1/operators", tags=["autoscale"], dependencies=[que
 async def put_autoscale(name: NAME, body: AutoscaleRequest, operators: Registry) -> dict[str, Any]:
     """Put the operator under a controller (replacing one it had)."""
     managed = operators.get(name)
-    return await run_in_threadpool(managed.set_autoscale, body.config())
+    return await run_in_threadpool(managed.autoscaler.put, body.config())
 
 
 @router.get("/{name}/autoscale", response_model=AutoscaleState, responses=ERRORS)
 async def get_autoscale(name: NAME, operators: Registry) -> dict[str, Any]:
     """The operator's autoscaler and its last decision (404 when it has none)."""
-    return operators.get(name).autoscale_state()
+    return operators.get(name).autoscaler.state()
 
 
 @router.delete("/{name}/autoscale", status_code=204, responses=ERRORS)
 async def delete_autoscale(name: NAME, operators: Registry) -> Response:
     """Back to manual reconfiguration (the parallelism stays as it is)."""
-    await run_in_threadpool(operators.get(name).clear_autoscale)
+    await run_in_threadpool(operators.get(name).autoscaler.clear)
     return Response(status_code=204)

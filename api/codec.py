@@ -30,7 +30,19 @@ from stretch.api.schemas import INT64_MAX, INT64_MIN, BatchRows
 from stretch.errors import InputError, SchemaError
 from stretch.model.schema import TS, Schema
 
-__all__ = ["ARROW_STREAM", "decode_batch", "encode_arrow", "json_rows"]
+__all__ = ["ARROW_STREAM", "ROWS_BODY", "decode_batch", "encode_arrow", "json_rows"]
+
+ROWS_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            JSON: {"schema": BatchRows.model_json_schema()},
+            ARROW_STREAM: {"schema": {"type": "string", "format": "binary"}},
+        },
+    }
+}
+"""The OpenAPI body of a route taking rows (``openapi_extra``): the route reads the raw
+body itself (``decode_batch``), so FastAPI cannot see it."""
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +47,7 @@ from stretch.vsn import OutputSnapshot, PipelineSnapshot, SourceSnapshot
 
 __all__ = [
     "IngestGate",
+    "JournalWriter",
     "OperatorJournal",
     "StateDirectory",
     "StoredOperator",
@@ -62,6 +63,9 @@ PENDING = (".new-", ".deleted-")
 """Prefixes of an operator folder being created or removed (left by a crash: removed)."""
 GATE_TIMEOUT_S = 30.0
 """The longest a request or a checkpoint waits for the operator's ingest gate."""
+
+JournalWriter = Callable[[dict[str, Any], pa.Table | None], None]
+"""Appends a journal record (a header and rows, if any) ahead of a change."""
 
 
 class IngestGate:

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
+from stretch.api import recovery
 from stretch.api.mapping import FullMapping
 from stretch.api.query import query_only
 from stretch.api.registry import OperatorRegistry
@@ -22,6 +23,7 @@ from stretch.api.schemas import (
     ReconfigureAccepted,
     ReconfigureRequest,
 )
+from stretch.api.status import operator_mapping, operator_status
 from stretch.vsn import Shard
 
 __all__ = [
@@ -85,7 +87,7 @@ async def create_operator(body: CreateOperator, operators: Registry) -> Operator
         None if body.autoscale is None else body.autoscale.config(),
         None if body.shard is None else Shard(body.shard.index, body.shard.count),
     )
-    return managed.status()
+    return operator_status(managed)
 
 
 class UnavailableOperator(BaseModel):
@@ -105,20 +107,20 @@ async def list_operators(operators: Registry) -> list[OperatorStatus | Unavailab
         name: UnavailableOperator(name=name, state=state, detail=detail)
         for name, (state, detail) in operators.unavailable().items()
     }
-    listed.update((managed.name, managed.status()) for managed in operators.all())
+    listed.update((managed.name, operator_status(managed)) for managed in operators.all())
     return [listed[name] for name in sorted(listed)]
 
 
 @router.get("/{name}", response_model=OperatorStatus, responses=ERRORS)
 async def get_operator(name: NAME, operators: Registry) -> OperatorStatus:
     """Epoch, parallelism, mapping, watermark per source, counters."""
-    return operators.get(name).status()
+    return operator_status(operators.get(name))
 
 
 @router.get("/{name}/mapping", response_model=FullMapping, responses=ERRORS)
 async def get_mapping(name: NAME, operators: Registry) -> FullMapping:
     """f_mu in force: entry g is the instance of key group g (-1: another shard's)."""
-    return operators.get(name).mapping()
+    return operator_mapping(operators.get(name))
 
 
 @router.delete("/{name}", status_code=204, responses=ERRORS)
@@ -175,7 +177,7 @@ async def checkpoint(name: NAME, operators: Registry) -> CheckpointInfo:
 
     The operator's requests wait only while the snapshot is copied (``pause_ms``).
     """
-    return await run_in_threadpool(operators.get(name).checkpoint)
+    return await run_in_threadpool(recovery.checkpoint, operators.get(name))
 
 
 @router.get("/{name}/checkpoints", response_model=list[CheckpointInfo], responses=ERRORS)

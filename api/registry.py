@@ -26,6 +26,8 @@ from stretch.api.limits import ServiceLimits
 from stretch.api.memory import release_memory
 from stretch.api.metrics import OperatorSnapshot, ServiceMetrics
 from stretch.api.operators import ManagedOperator
+from stretch.api.recovery import checkpoint, replay, restore_service_state
+from stretch.api.status import operator_snapshot
 from stretch.controller import PolicyConfig
 from stretch.errors import OperatorError, StretchError
 from stretch.model.oplus import OPlus
@@ -100,7 +102,7 @@ class OperatorRegistry:
                 if journal is None or not journal.changed or self._stop.is_set():
                     continue
                 try:
-                    managed.checkpoint()
+                    checkpoint(managed)
                 except StretchError as exc:
                     logger.warning("operator %r: checkpoint skipped: %s", managed.name, exc)
 
@@ -173,9 +175,9 @@ class OperatorRegistry:
         managed = self._managed(name, spec, pipeline)
         try:
             if stored.checkpoint is not None:
-                managed.restore_service_state(stored.checkpoint.meta["service"])
+                restore_service_state(managed, stored.checkpoint.meta["service"])
             for _, payload in stored.records.records:
-                managed.replay(*decode_record(payload))
+                replay(managed, *decode_record(payload))
             managed.journal = self.state.reopen(stored)
         except BaseException:
             managed.shutdown()
@@ -214,7 +216,7 @@ class OperatorRegistry:
     ) -> ManagedOperator:
         """Build catalog operator ``operator`` and start it under ``name``.
 
-        With ``policy`` it starts autoscaled (as ``set_autoscale``); with ``shard`` it
+        With ``policy`` it starts autoscaled (as ``OperatorAutoscaler.put``); with ``shard`` it
         owns only that shard's key groups. With a state
         directory its spec is on disk before this returns.
 
@@ -264,7 +266,7 @@ class OperatorRegistry:
                 if self.state is not None:
                     managed.journal = self.state.create(name, spec)
                 if policy is not None:
-                    managed.set_autoscale(policy)
+                    managed.autoscaler.put(policy)
             except BaseException:
                 managed.shutdown()
                 if self.state is not None and managed.journal is not None:
@@ -360,7 +362,7 @@ class OperatorRegistry:
 
     def snapshots(self) -> list[OperatorSnapshot]:
         """Every operator's metrics snapshot."""
-        return [op.snapshot() for op in self.all()]
+        return [operator_snapshot(op) for op in self.all()]
 
     def delete(self, name: str) -> None:
         """Stop and forget the operator named ``name`` (and its kept state).

@@ -10,8 +10,10 @@ never depends on which partition arrived first. ``DELETE .../staged/{writer}/{ba
 aborts.
 
 Idempotency is per writer (Spark's query id): a commit of a batch at or below the writer's
-last committed batch is acknowledged as a duplicate and changes nothing, and a part staged
-for such a batch is ignored, so a micro-batch replayed after a crash is added exactly once.
+last committed batch is acknowledged as a duplicate and adds nothing (it is counted, and
+journaled, as a resent ``batch_id`` is: ``ManagedOperator.acknowledge_duplicate``), and a
+part staged for such a batch is ignored, so a micro-batch replayed after a crash is added
+exactly once.
 A commit also discards the writer's older staged batches (Spark commits a query's batches
 in order, so they can never be committed).
 
@@ -34,7 +36,7 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
-from stretch.api.codec import decode_batch
+from stretch.api.codec import ROWS_BODY, decode_batch
 from stretch.api.errors import ConflictError
 from stretch.api.lifecycle import ERRORS, JSON_ERRORS, NAME, Registry
 from stretch.api.operators import ManagedOperator
@@ -217,7 +219,7 @@ class StagingStore:
         state = self._source(managed, source)
         where = f"{managed.where(source)}, writer {writer!r} batch {batch}"
         with state.lock:
-            if batch <= managed.committed_batch(source, writer):
+            if managed.acknowledge_duplicate(source, (writer, batch)):
                 self._discard_through(state, writer, batch)
                 return CommitAccepted(accepted=0, dropped=0, duplicate=True)
             parts = state.staged.get((writer, batch), {})
@@ -274,6 +276,10 @@ _STAGED = "/{name}/sources/{source}/staged/{writer}/{batch}"
 _PART_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
     400: {"description": "malformed Arrow or JSON body"},
+    413: {
+        "description": "the body is larger than its limit, or the Arrow stream decodes to "
+        "more than its limit"
+    },
     415: {"description": "unsupported Content-Type"},
     429: {"description": "the staged parts are at their bound: retry later"},
 }
@@ -283,6 +289,7 @@ _PART_ERRORS: dict[int | str, dict[str, Any]] = {
     _STAGED + "/{part}",
     response_model=PartStaged,
     responses=_PART_ERRORS,
+    openapi_extra=ROWS_BODY,
 )
 async def stage_part(
     name: NAME,

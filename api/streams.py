@@ -13,7 +13,7 @@ from fastapi import APIRouter, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from stretch.api.codec import ARROW_STREAM, decode_batch, encode_arrow, json_rows
+from stretch.api.codec import ARROW_STREAM, ROWS_BODY, decode_batch, encode_arrow, json_rows
 from stretch.api.guard import BodyLimits
 from stretch.api.lifecycle import ERRORS, JSON_ERRORS, NAME, Registry
 from stretch.api.long_polls import LongPolls
@@ -23,7 +23,6 @@ from stretch.api.schemas import (
     INT64_MAX,
     INT64_MIN,
     BatchAccepted,
-    BatchRows,
     CommitRequest,
     OutputCut,
     OutputPage,
@@ -40,15 +39,6 @@ MAX_WAIT_MS = 60_000
 NEXT_OFFSET = "Stretch-Next-Offset"
 
 
-_BATCH_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {"schema": BatchRows.model_json_schema()},
-            ARROW_STREAM: {"schema": {"type": "string", "format": "binary"}},
-        },
-    }
-}
 _BATCH_ERRORS = {
     **ERRORS,
     400: {"description": "malformed Arrow or JSON body"},
@@ -69,7 +59,7 @@ _BATCH_ERRORS = {
     status_code=202,
     response_model=BatchAccepted,
     responses=_BATCH_ERRORS,
-    openapi_extra=_BATCH_BODY,
+    openapi_extra=ROWS_BODY,
     dependencies=[query_only("batch_id")],
 )
 async def add_batch(

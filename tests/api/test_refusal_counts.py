@@ -42,6 +42,7 @@ def _refuse_and_count(client: StretchClient) -> None:
     assert late.value.status == 422
     client.stage_part("op", 0, "w", 0, 0, v_table(range(40, 80), 40))
     assert client.commit_staged("op", 0, "w", 0, [0])["accepted"] == 40
+    assert client.commit_staged("op", 0, "w", 0, [0])["duplicate"]
     client.stage_part("op", 0, "w", 1, 0, v_table([5, 6], 200))
     with pytest.raises(ServiceError) as staged_late:
         client.commit_staged("op", 0, "w", 1, [0])
@@ -61,8 +62,8 @@ def test_late_and_duplicate_counts_survive_a_kill_9(tmp_path: Path) -> None:
             output, _ = client.output("op", 0, max_rows=1000)
             assert client._request("GET", "/v1/operators/op/checkpoints").json() == []
         assert before == (
-            {"tuples_in": 81, "batches": 3, "late_tuples": 6, "duplicate_batches": 2},
-            {"late_tuples": 6.0, "duplicate_batches": 2.0},
+            {"tuples_in": 81, "batches": 3, "late_tuples": 6, "duplicate_batches": 3},
+            {"late_tuples": 6.0, "duplicate_batches": 3.0},
         )
         sidecar.kill()
         sidecar.start()

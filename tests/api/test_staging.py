@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
 from stretch import CapacityError, build, run_sn
+from stretch.api import create_app
 from stretch.client import ServiceError, StretchClient
-from tests.api.conftest import TIMEOUT_S, TestClient, auth
+from tests.api.conftest import TIMEOUT_S, TOKEN, TestClient, auth
+from tests.waiting import wait_until
 
 FORWARD = {"columns": "v:int", "inputs": 1}
 
@@ -104,3 +109,49 @@ def test_a_commit_listing_a_part_twice_is_refused_and_commits_nothing(
     assert client.commit_staged("f", 0, "q", 0, [0, 1])["accepted"] == 3
     client.close_source("f", 0)
     assert client.read_all("f", TIMEOUT_S).column("v").to_pylist() == [1, 2, 3]
+
+
+def _duplicates(client: StretchClient) -> tuple[int, int, float]:
+    """Source 0's ``duplicate_batches``, the operator's, and the Prometheus counter."""
+    status = client.status("f")
+    pattern = r'^stretch_duplicate_batches_total\{operator="f",source="0"\} (\S+)$'
+    metric = re.search(pattern, client.metrics(), re.MULTILINE)
+    assert metric is not None
+    return (
+        status["sources"][0]["duplicate_batches"],
+        status["counters"]["duplicate_batches"],
+        float(metric[1]),
+    )
+
+
+def test_a_replayed_commit_is_counted_as_a_duplicate_and_the_count_is_restored(
+    tmp_path: Path,
+) -> None:
+    def app() -> TestClient:
+        return TestClient(create_app(TOKEN, state_dir=tmp_path, checkpoint_interval_s=3600.0))
+
+    with app() as http:
+        client = StretchClient(token=TOKEN, http=http)
+        client.create_operator("f", "forward", FORWARD)
+        client.add_batch("f", 0, rows([1], [1]), batch_id=7)
+        assert client.add_batch("f", 0, rows([1], [1]), batch_id=7).duplicate
+        assert _duplicates(client) == (1, 1, 1.0)
+        client.stage_part("f", 0, "q", 3, 0, rows([2], [2]))
+        assert client.commit_staged("f", 0, "q", 3, [0])["duplicate"] is False
+        assert _duplicates(client) == (1, 1, 1.0)
+        # A staged part of a committed batch is no batch: acknowledged, not counted.
+        assert client.stage_part("f", 0, "q", 3, 0, rows([2], [2])) == 0
+        assert _duplicates(client) == (1, 1, 1.0)
+        # The batch itself, and an older one of the writer, count as the resent id did.
+        assert client.commit_staged("f", 0, "q", 3, [0])["duplicate"] is True
+        assert _duplicates(client) == (2, 2, 2.0)
+        assert client.commit_staged("f", 0, "q", 1, [])["duplicate"] is True
+        assert _duplicates(client) == (3, 3, 3.0)
+        before = client.status("f")["sources"][0]
+        assert http.get("/v1/operators/f/checkpoints", headers=auth()).json() == []
+    # No checkpoint was taken: the restart counts them again from the journal.
+    with app() as http:
+        assert wait_until(lambda: http.get("/readyz").status_code == 200)
+        client = StretchClient(token=TOKEN, http=http)
+        assert _duplicates(client) == (3, 3, 3.0)
+        assert client.status("f")["sources"][0] == before
