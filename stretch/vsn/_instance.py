@@ -52,6 +52,10 @@ MIN_RUN = 4096
 MAX_RUN = 16384
 """The most ready tuples an instance takes from ESG_in at once."""
 
+OUTPUT_PIECE_ROWS = 1 << 17
+"""Rows a kernel's expiry emits before the instance releases them (``_expire``); windows
+go out whole, so a piece is this plus one window at most."""
+
 RUN_TARGET_NS = 20_000_000
 """How long a run should take: an instance takes as many tuples as fit in this time at its
 last run's pace, from ``MIN_RUN`` to ``MAX_RUN``.
@@ -135,8 +139,13 @@ class CompiledOperator(Protocol):
     def process(self, instance: VSNInstance, nodes: ReadyNodes, start: int, stop: int) -> int:
         """Handle the data nodes ``start..stop`` for the instance's keys; return their count."""
 
-    def advance(self, instance: VSNInstance, watermark: int) -> None:
-        """Expire the instance's windows that ended by ``watermark`` (Alg. 4 L15-17)."""
+    def advance(self, instance: VSNInstance, watermark: int, budget: int) -> int:
+        """Expire the instance's windows that ended by ``watermark`` (Alg. 4 L15-17).
+
+        Windows go out in order of their end, and once ``budget`` rows went out the rest
+        wait: returns the watermark up to which every window is out (``watermark`` when
+        all are), and the caller releases those rows before asking again.
+        """
 
     def switch(self, plan: EpochPlan) -> None:
         """Re-partition the kernel's state for ``plan``'s mapping (no instance is running)."""
@@ -348,7 +357,7 @@ class VSNInstance:
                 assert compiled is not None
                 self.tuples_in += compiled.process(self, nodes, i, stop)
                 self.oplus.watermark = max(self.oplus.watermark, int(nodes.ts[stop - 1]))
-                compiled.advance(self, self.oplus.watermark)
+                self._expire(compiled, self.oplus.watermark)
                 i = stop
                 continue
             stop = n if compiled is None else i + 1
@@ -356,6 +365,16 @@ class VSNInstance:
                 return
             i = stop
         self._release()
+
+    def _expire(self, compiled: CompiledOperator, watermark: int) -> None:
+        """L15-17 on the kernel, its rows released every ``OUTPUT_PIECE_ROWS`` or so.
+
+        A release may wait for room in ESG_out, which stays full while the output log is
+        (``RuntimeSettings.max_uncommitted_rows``): however many rows the windows ending
+        now hold, the instance keeps about one piece of them while the readers catch up.
+        """
+        while (reached := compiled.advance(self, watermark, OUTPUT_PIECE_ROWS)) < watermark:
+            self._release(reached)
 
     def _run_end(self, nodes: ReadyNodes, i: int) -> int:
         """The end of the run from node ``i`` in which no node can reconfigure."""
@@ -384,7 +403,7 @@ class VSNInstance:
             if ts > oplus.watermark:  # L9-10: W grows
                 oplus.advance(ts)  # L15-17
                 if compiled is not None:
-                    compiled.advance(self, ts)
+                    self._expire(compiled, ts)
             if kind != DATA:
                 continue
             if compiled is not None:
@@ -420,8 +439,11 @@ class VSNInstance:
         self.oplus.set_owned_groups(groups_of(target.mapping, self.j))
         return True
 
-    def _release(self) -> None:
+    def _release(self, watermark: int | None = None) -> None:
         """Move buffered rows with ``ts < W`` to ESG_out, then the watermark W (Lemma 2).
+
+        W is the instance's watermark, or ``watermark`` (below it) when a kernel's
+        expiry went out in pieces (``_expire``): every row before it is out then.
 
         The buffered blocks are merged here, once per run of nodes; the rows released get
         consecutive ESG_out payloads (the pool's row ids), the rest stay buffered.
@@ -437,7 +459,7 @@ class VSNInstance:
         W are ready once the lower-indexed instances reach W, so every add ends.
         """
         shared = self.shared
-        watermark = self.oplus.watermark
+        watermark = self.oplus.watermark if watermark is None else watermark
         self._seal_rows()
         if self._blocks:
             buffered = OutputBlock.merge(self._blocks)

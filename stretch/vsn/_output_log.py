@@ -193,6 +193,21 @@ class OutputLog:
                     return int(end - batch.num_rows + inside)
             return self._end
 
+    @property
+    def uncommitted(self) -> int:
+        """Rows held that some reader has not committed (the log's end minus its start)."""
+        with self._changed:
+            return self._end - self._base
+
+    def wait_room(self, limit: int, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` until fewer than ``limit`` rows are uncommitted.
+
+        Returns how many more rows fit under ``limit`` (0: none yet).
+        """
+        with self._changed:
+            self._changed.wait_for(lambda: self._end - self._base < limit, timeout_s)
+            return max(0, limit - (self._end - self._base))
+
     def wait_finished(self, timeout_s: float | None) -> bool:
         """Block until the log is finished; return whether it is."""
         with self._changed:
@@ -221,6 +236,7 @@ class OutputLog:
             trim_to = min(self._commits.values())
             if trim_to > self._base:
                 self._trim(trim_to)
+                self._changed.notify_all()  # room for the drainer (``wait_room``)
 
     def _trim(self, offset: int) -> None:
         """Drop the rows before ``offset``: whole batches, then the head of the next."""

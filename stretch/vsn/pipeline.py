@@ -67,6 +67,11 @@ logger = logging.getLogger(__name__)
 
 JOIN_TIMEOUT_S = 10.0
 """How long ``shutdown`` waits for each thread."""
+DRAIN_NODES = 1 << 14
+"""The most ESG_out nodes the drainer takes at once."""
+FULL_LOG_CHECK_S = 0.05
+"""How often the drainer, waiting for room in a full output log, still moves backlogs and
+checks for a stop."""
 
 
 class Pipeline:
@@ -546,14 +551,25 @@ class Pipeline:
         ESG_out delivers nodes in ts order, so every row of a batch with a ts below the
         batch's last ts is complete; rows at the last ts wait for a later node. The
         drainer also moves the sources' backlogs into ESG_in when instances freed room.
+
+        With ``max_uncommitted_rows`` it takes no more nodes than the log has room for,
+        and none while the log is full: ESG_out then fills and the instances wait for
+        room in it, so the output pauses until a reader commits. The log holds at most
+        the limit plus the rows of one ``ts`` (those pending when a later node comes).
         """
         pool = self._pool
         pending: list[OutputBlock] = []  # rows of the last ts seen, not complete yet
+        limit = self.settings.max_uncommitted_rows
         try:
             while not pool.stopping:
                 pool.drainer_wake.clear()
                 self._feeder.pump()
-                batch = self._esg_out.get_ready_batch(0, 1 << 14)
+                room = DRAIN_NODES
+                if limit is not None:  # a full log: ESG_out fills and the instances wait
+                    room = min(room, self._log.wait_room(limit, FULL_LOG_CHECK_S))
+                    if room == 0:
+                        continue
+                batch = self._esg_out.get_ready_batch(0, room)
                 if len(batch) == 0:
                     pool.drainer_wake.wait()  # set by instances, producers and stop
                     continue

@@ -36,7 +36,9 @@ class RuntimeSettings:
         max_held_rows: Rows a source may hold in its reorder buffer after a batch; a batch
             that would pass it is refused (``CapacityError``). None: no bound.
         max_uncommitted_rows: Output rows not committed after which input is refused
-            (``CapacityError``: read and commit the output). None: no bound.
+            (``CapacityError``: read and commit the output) and the output pauses: the
+            log takes no more rows (beyond the rest of one ``ts``) and the instances wait
+            for room in ESG_out until a reader commits. None: no bound.
         refuse_behind_backlog: Refuse a batch (``CapacityError``) while rows of the
             source's earlier batches still wait for room in ESG_in, instead of queueing it
             behind them (a service's admission: memory stays bounded by the gate).

@@ -383,14 +383,29 @@ class AggregateKernel:
         """The window sets held: entries of every instance's tables."""
         return sum(w.size for mine in self.windows.values() for w in mine.values())
 
-    def advance(self, instance: VSNInstance, watermark: int) -> None:
-        """Emit and drop the instance's windows that ended by ``watermark`` (L15-17)."""
+    def advance(self, instance: VSNInstance, watermark: int, budget: int) -> int:
+        """Emit and drop the instance's windows that ended by ``watermark`` (L15-17).
+
+        In order of their end, stopping before a window that ends before ``watermark``
+        once ``budget`` rows went out; returns the end of the first window not out
+        (``watermark`` when all are).
+        """
         mine = self.windows.get(instance.j)
         if not mine:
-            return
+            return watermark
         ws = self.op.ws_ms
-        ended = sorted(l for l in mine if l + ws <= watermark)
-        self._emit(instance, [(l + ws, mine.pop(l).entries()) for l in ended])
+        ended: list[tuple[int, _Entries]] = []
+        rows = 0
+        reached = watermark
+        for l in sorted(l for l in mine if l + ws <= watermark):
+            if rows >= budget and l + ws < watermark:
+                reached = l + ws
+                break
+            entries = mine.pop(l).entries()
+            ended.append((l + ws, entries))
+            rows += entries.keys.shape[0]
+        self._emit(instance, ended)
+        return reached
 
     def _emit(self, instance: VSNInstance, windows: list[tuple[int, _Entries]]) -> None:
         """The rows f_O gives for windows' entries (ending at each ts), as one block.

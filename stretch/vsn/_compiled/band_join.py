@@ -385,8 +385,9 @@ class BandJoinKernel:
         self.nested_groups: dict[int, int] = {}
         self.band = join.band if join.indexed is not None else None
 
-    def advance(self, instance: VSNInstance, watermark: int) -> None:
+    def advance(self, instance: VSNInstance, watermark: int, budget: int) -> int:
         """Nothing to emit: a key purges its stored tuples when its next tuple arrives."""
+        return watermark
 
     def switch(self, plan: EpochPlan) -> None:
         """Move every key's stored tuples to the slab of its owner under ``plan``.

@@ -43,8 +43,9 @@ class ForwardKernel:
         instance.emit_block(self._rows(instance, ts, source, seq))
         return seen
 
-    def advance(self, instance: VSNInstance, watermark: int) -> None:
+    def advance(self, instance: VSNInstance, watermark: int, budget: int) -> int:
         """Nothing expires: forward keeps no state."""
+        return watermark
 
     def switch(self, plan: EpochPlan) -> None:
         """Nothing to move: forward keeps no state."""

@@ -123,17 +123,19 @@ class PaneKernel(AggregateKernel):
         g = self.pane_ms
         return [(p, p + g) for p in range(first_ts // g * g, last_ts // g * g + 1, g)]
 
-    def advance(self, instance: VSNInstance, watermark: int) -> None:
+    def advance(self, instance: VSNInstance, watermark: int, budget: int) -> int:
         """Emit the windows that ended by ``watermark`` (L15-17); drop the panes they freed.
 
         A window is emitted once: those with ``l + WS`` at or before the previous
-        watermark are out already. Windows holding no pane are skipped in one step.
+        watermark are out already. Windows holding no pane are skipped in one step. Once
+        ``budget`` rows went out it stops before a window that ends before ``watermark``
+        and returns that window's end (else ``watermark``).
         """
         panes = self.windows.get(instance.j)
         closed = self.closed.get(instance.j, -END_OF_INPUT)
-        self.closed[instance.j] = max(closed, watermark)
         if not panes or watermark <= closed:
-            return
+            self.closed[instance.j] = max(closed, watermark)
+            return watermark
         op = self.op
         wa, ws = op.wa_ms, op.ws_ms
         starts = sorted(panes)
@@ -143,6 +145,8 @@ class PaneKernel(AggregateKernel):
         # The first window not out yet: the smallest l = k * WA with l + WS > closed.
         l = max(op.earliest_win_l(starts[0]), (closed - ws) // wa * wa + wa)
         ended: list[tuple[int, _Entries]] = []
+        rows = 0
+        reached = watermark
         while l + ws <= watermark:
             lo = bisect.bisect_left(starts, l)
             hi = bisect.bisect_left(starts, l + ws)
@@ -151,15 +155,24 @@ class PaneKernel(AggregateKernel):
                     break
                 l = max(l + wa, op.earliest_win_l(starts[hi]))
                 continue
+            if rows >= budget and l + ws < watermark:
+                reached = l + ws
+                break
             begin, end = log.spans[starts[lo]][0], log.spans[starts[hi - 1]][1]
-            ended.append((l + ws, self._combined(instance.j, log, begin, end)))
+            entries = self._combined(instance.j, log, begin, end)
+            ended.append((l + ws, entries))
+            rows += entries.keys.shape[0]
             l += wa
         self._emit(instance, ended)
+        # Out now: every window with l + WS <= closed.
+        closed = watermark if reached == watermark else reached - 1
+        self.closed[instance.j] = closed
         for p in starts:
-            if op.latest_win_l(p) + ws > watermark:
+            if op.latest_win_l(p) + ws > closed:
                 break
             del panes[p]
             log.drop(p)
+        return reached
 
     def _combined(self, j: int, log: _PaneLog, begin: int, end: int) -> _Entries:
         """A window's entries from instance j's logged panes ``[begin, end)``, in order."""

@@ -1,0 +1,120 @@
+"""A full output log pauses the output: the drainer waits for commits, the instances for room.
+
+With ``max_uncommitted_rows`` the log holds at most the limit plus the rest of one ``ts``
+however much output the admitted input makes, and the rows read while it pauses and
+resumes are the unbounded run's, row for row. An aggregate's expiry goes out in pieces
+of ``OUTPUT_PIECE_ROWS`` (the instance releases each, waiting for room, before the next):
+with pieces of a few rows the output is still ``run_sn``'s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import replace
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stretch.generate import tweets
+from stretch.model.sn import run_sn
+from stretch.operators.catalog import build
+from stretch.vsn import RuntimeSettings, _instance, setup
+from tests import streams
+from tests.vsn.support import no_thread_leak, run_schedule
+from tests.vsn.test_panes import AGGREGATES, MAX_PARALLELISM, schedules, windows
+
+__all__ = ["no_thread_leak"]  # the fixture, used by every test here
+
+DEADLINE_S = 60.0
+LIMIT = 500
+
+
+def _reference(op_params: dict[str, int], table: pa.Table, m: int) -> pa.Table:
+    pipeline = setup(build("wordcount", op_params), m, m, compiled=True)
+    try:
+        pipeline.add(0, table)
+        pipeline.close()
+        assert pipeline.join(DEADLINE_S)
+        return pipeline.output()[0]
+    finally:
+        pipeline.shutdown()
+
+
+@pytest.mark.parametrize("m", [1, 2])
+def test_full_log_pauses_output_until_commits(m: int) -> None:
+    params = {"wa": 1000, "ws": 20_000}  # every tweet's words go out in 20 windows
+    (table,) = tweets(1500, 100.0, seed=3)
+    expected = _reference(params, table, m)
+    one_ts = max(Counter(expected.column("ts").to_pylist()).values())
+    assert expected.num_rows > 10 * (LIMIT + one_ts)  # the input makes far more than fits
+    settings = RuntimeSettings(max_uncommitted_rows=LIMIT)
+    pipeline = setup(build("wordcount", params), m, m, settings=settings, compiled=True)
+    try:
+        pipeline.add(0, table)  # admitted at once: the log is empty
+        pipeline.close()
+        # Unread, the log fills to the limit and the output stops there.
+        deadline = time.monotonic() + DEADLINE_S
+        while pipeline.output_status().end_offset < LIMIT and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)
+        status = pipeline.output_status()
+        assert LIMIT <= status.end_offset <= LIMIT + one_ts
+        assert not status.finished
+        # Read and commit a little at a time: it resumes, never holding more.
+        parts, offset, most = [], 0, 0
+        while not pipeline.output_status().finished or offset < status.end_offset:
+            assert time.monotonic() < deadline, "the output did not resume"
+            part, offset = pipeline.output(offset, max_rows=200, wait_s=0.05)
+            parts.append(part)
+            pipeline.commit(offset)
+            status = pipeline.output_status()
+            most = max(most, status.end_offset - status.start_offset)
+        assert most <= LIMIT + one_ts
+        assert pa.concat_tables(parts).equals(expected)
+        assert pipeline.join(DEADLINE_S)
+    finally:
+        pipeline.shutdown()
+
+
+def test_stopping_a_paused_pipeline_ends_its_threads() -> None:
+    (table,) = tweets(1500, 100.0, seed=3)
+    settings = RuntimeSettings(max_uncommitted_rows=LIMIT)
+    pipeline = setup(build("wordcount", {"wa": 1000, "ws": 20_000}), 2, 2, settings=settings)
+    pipeline.add(0, table)
+    pipeline.close()
+    deadline = time.monotonic() + DEADLINE_S
+    while pipeline.output_status().end_offset < LIMIT and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not pipeline.output_status().finished
+    started = time.monotonic()
+    pipeline.shutdown()
+    assert time.monotonic() - started < 5.0  # no_thread_leak checks that they ended
+
+
+@pytest.mark.parametrize("per_window", [False, True])
+@pytest.mark.parametrize(("name", "params"), AGGREGATES)
+@settings(max_examples=8, deadline=None)
+@given(table=streams.tweets(max_rows=30), window=windows(), piece=st.integers(1, 8), data=st.data())
+def test_expiry_in_small_pieces_equals_sn(
+    name: str,
+    params: dict[str, str],
+    per_window: bool,
+    table: pa.Table,
+    window: dict[str, int],
+    piece: int,
+    data: st.DataObject,
+) -> None:
+    """Panes and the per-window path, pieces of 1-8 rows, reconfigured: == run_sn."""
+    op = build(name, {**params, **window})
+    if per_window:
+        op = replace(op, kernel=replace(op.kernel, combine=None))
+    expected = run_sn(op, [table])
+    schedule = data.draw(schedules(op, table))
+    m = data.draw(st.integers(1, MAX_PARALLELISM))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_instance, "OUTPUT_PIECE_ROWS", piece)
+        out, _ = run_schedule(op, [table], m, MAX_PARALLELISM, schedule)
+    assert out.equals(expected)
