@@ -27,10 +27,12 @@ from stretch.api.registry import DEFAULT_CHECKPOINT_INTERVAL_S
 
 __all__ = [
     "MAX_CHECKPOINT_INTERVAL_S",
+    "PARENT_CHECK_INTERVAL_S",
     "TOKEN_ENV",
     "StretchServer",
     "check_exposure",
     "check_options",
+    "check_parent",
     "is_loopback",
     "read_token",
     "serve",
@@ -120,6 +122,32 @@ def check_options(port: int, state_dir: str | Path | None, checkpoint_interval_s
         raise ValueError(msg)
 
 
+PARENT_CHECK_INTERVAL_S = 1.0
+"""How often ``--parent-pid`` looks whether the parent is gone: a server stops within ~1 s."""
+
+
+def check_parent(parent_pid: int | None) -> None:
+    """Refuse a ``--parent-pid`` that is not this process's parent.
+
+    The watch compares the pid with this process's parent (``os.getppid``), which becomes
+    the reaper (init, a subreaper) the moment the parent dies: a parent that is already
+    gone, or a pid that never was the parent, would stop the server at once.
+
+    Raises:
+        ValueError: ``parent_pid`` is given and is not this process's parent.
+
+    """
+    if parent_pid is None:
+        return
+    actual = os.getppid()
+    if parent_pid != actual:
+        msg = (
+            f"--parent-pid {parent_pid} is not this server's parent (process {actual}): give "
+            "the pid of the process that starts 'stretch serve', or leave the option out"
+        )
+        raise ValueError(msg)
+
+
 GRACEFUL_SHUTDOWN_S = 3
 """How long SIGTERM or Ctrl-C waits for requests in flight before cancelling them."""
 
@@ -169,6 +197,40 @@ class StretchServer(uvicorn.Server):
         logger.info("%s: shutting down", signal.Signals(signum).name)
         self.handle_exit(signum, frame)
 
+    def watch_parent(self, parent_pid: int) -> Callable[[], None]:
+        """Shut down, as SIGTERM does, once the parent process ``parent_pid`` has exited.
+
+        A daemon thread compares ``os.getppid()`` with ``parent_pid`` every
+        ``PARENT_CHECK_INTERVAL_S``: when the parent dies, even of kill -9, this process
+        is handed to a reaper at once and its parent pid changes, so a recycled pid is
+        never mistaken for the parent. Linux's ``PR_SET_PDEATHSIG`` was not used: it is
+        Linux only; set between fork and exec it needs ``preexec_fn``, which is unsafe in
+        a parent running threads (a Spark driver runs dozens); and wherever it is set it
+        fires when the parent's *thread* that started the child ends, not the process.
+        The thread parks on an event between looks.
+
+        Returns:
+            A function that ends the watch (call it once the server has stopped).
+
+        """
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(PARENT_CHECK_INTERVAL_S):
+                if os.getppid() != parent_pid:
+                    logger.info("parent process %d exited: shutting down", parent_pid)
+                    self.should_exit = True  # what SIGTERM's handler sets
+                    return
+
+        thread = threading.Thread(target=watch, name="stretch-parent-watch", daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            done.set()
+            thread.join(PARENT_CHECK_INTERVAL_S)
+
+        return stop
+
 
 def serve(
     host: str = "127.0.0.1",
@@ -181,13 +243,16 @@ def serve(
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    parent_pid: int | None = None,
 ) -> None:
     """Serve the app on ``host:port`` until interrupted (SIGINT or SIGTERM).
 
     Logs one line with its URL, its authentication mode and where its docs are. On a
     signal it stops taking connections, answers waiting long-polls 503, gives requests in
     flight ``GRACEFUL_SHUTDOWN_S`` seconds, cancels the rest, stops every operator and
-    returns.
+    returns. With ``parent_pid`` it does the same once that process, its parent, has
+    exited (``StretchServer.watch_parent``): sidecars a job started end about a second
+    after it, kill -9 included.
 
     Args:
         host: The address to bind (loopback by default).
@@ -204,15 +269,18 @@ def serve(
             (else 408 and the connection is closed).
         body_timeout_s: How long a request body may take to arrive after its headers
             (else 408 and the connection is closed).
+        parent_pid: Stop once this process, the server's parent, has exited (None: run
+            on whatever becomes of the parent).
 
     Raises:
         ValueError: No token on a non-loopback host without ``insecure``, an empty token
             file, a timeout that is not positive, a port or checkpoint interval out of
-            range, or an empty ``state_dir``.
+            range, an empty ``state_dir``, or a ``parent_pid`` that is not the parent.
         StretchError: ``state_dir`` cannot be written, or another server holds it.
 
     """
     check_options(port, state_dir, checkpoint_interval_s)
+    check_parent(parent_pid)
     if not body_timeout_s > 0:
         msg = f"--body-timeout-s must be > 0, got {body_timeout_s}"
         raise ValueError(msg)
@@ -245,4 +313,10 @@ def serve(
         access_log=access_log,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
-    StretchServer(config, app.state.long_polls.stop).run()
+    server = StretchServer(config, app.state.long_polls.stop)
+    end_watch = None if parent_pid is None else server.watch_parent(parent_pid)
+    try:
+        server.run()
+    finally:
+        if end_watch is not None:
+            end_watch()

@@ -355,6 +355,15 @@ def _parser() -> argparse.ArgumentParser:
         help="a request body not complete S seconds after its headers gets 408 and its "
         "connection is closed (default 60)",
     )
+    serve.add_argument(
+        "--parent-pid",
+        type=int,
+        default=None,
+        metavar="PID",
+        help="PID is the process that starts this server: shut down as on SIGTERM within "
+        "a second of its exit, kill -9 included (stretch pipeline --sidecars passes its "
+        "own); refused if PID is not this server's parent",
+    )
     serve.set_defaults(run=_serve)
 
     pipeline = commands.add_parser(
@@ -412,7 +421,8 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="R",
-        help="most output rows per micro-batch of the reading query",
+        help="most output rows per micro-batch of the reading query (one sidecar only: "
+        "refused with several, --sidecars N or --url A,B)",
     )
     pipeline.add_argument(
         "--autoscale",
@@ -715,6 +725,7 @@ def _serve(args: argparse.Namespace) -> int:
             checkpoint_interval_s=args.checkpoint_interval_s,
             header_timeout_s=args.header_timeout_s,
             body_timeout_s=args.body_timeout_s,
+            parent_pid=args.parent_pid,
         )
     except (OSError, ValueError) as exc:
         raise InputError(str(exc)) from exc
@@ -750,6 +761,15 @@ def _pipeline(args: argparse.Namespace) -> int:
         raise InputError(msg)
     if args.sidecars is not None and args.url is not None:
         msg = "give --url (running sidecars) or --sidecars N (start them), not both"
+        raise InputError(msg)
+    shards = args.sidecars or len([u for u in (args.url or "").split(",") if u.strip()])
+    if args.trigger_rows is not None and shards > 1:
+        several = f"--sidecars {shards}" if args.sidecars else f"--url with {shards} sidecars"
+        msg = (
+            f"--trigger-rows applies to one sidecar only, not with {several}: a sharded "
+            "reader reads up to the shards' common output watermark per micro-batch; leave "
+            "--trigger-rows out, or run one sidecar"
+        )
         raise InputError(msg)
     try:
         from stretch.spark.cli import run_pipeline_command  # noqa: PLC0415 - needs pyspark

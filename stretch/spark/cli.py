@@ -187,8 +187,8 @@ def _jvm_output(log: Path, to_stderr: bool) -> Iterator[None]:
 def _stop_on_interrupt(stopping: list[Callable[[], None]]) -> None:
     """On SIGINT or SIGTERM: run ``stopping`` (stop local sidecars), one line, exit 128 + n.
 
-    Installed again once Spark started, which replaces the handler with its own. (A
-    kill -9 leaves ``--sidecars`` processes running: stop them before a rerun.)
+    Installed again once Spark started, which replaces the handler with its own. (After
+    a kill -9 the ``--sidecars`` processes stop themselves: ``stretch serve --parent-pid``.)
     """
 
     def interrupted(signum: int, frame: FrameType | None) -> None:

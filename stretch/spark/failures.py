@@ -4,7 +4,9 @@ Spark reports a query's failure as the Java exception around the Python worker's
 traceback around the sidecar's answer: hundreds of lines, the useful one in the middle.
 ``explain`` keeps the whole text in the job's log file and makes one line of it: the
 error our code raised (the last ``stretch.*`` exception of the traces), and for rows
-refused as late, the input file they came from and the options that would accept them.
+refused as late, the input file they came from and the options that would accept them:
+the least allowed lateness that admits every micro-batch of the inputs
+(``stretch.spark.lateness``), not only the one refused.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import pyarrow as pa
+
 from stretch.errors import StretchError
 from stretch.spark.files import FILE
+from stretch.spark.lateness import admitting_lateness_ms, file_ts_range_ms
 from stretch.spark.preflight import Feed
 
 __all__ = ["QueryFailed", "batch_files", "cause", "explain", "late_file"]
@@ -112,17 +117,31 @@ def late_file(files: Sequence[Path], feed: Feed, row: int) -> Path | None:
     return None
 
 
+def _admitting(feeds: Sequence[Feed], files_per_trigger: int) -> int | None:
+    """The least lateness admitting every micro-batch of every feed (None: unknown)."""
+    try:
+        return max(
+            admitting_lateness_ms([file_ts_range_ms(p) for p in feed.files], files_per_trigger)
+            for feed in feeds
+        )
+    except (OSError, ValueError, pa.ArrowException):  # a file changed or went since the checks
+        return None
+
+
 def explain(
     failure: QueryFailed,
     feeds: Sequence[Feed],
     checkpoint: Path,
     allowed_lateness_ms: int | None,
     log: Path | None,
+    files_per_trigger: int = 1,
 ) -> StretchError:
     """One line for ``failure``: its cause, where late rows came from, where the traces are.
 
-    Appends Spark's whole text to ``log`` (if given) and logs it at INFO (stderr with
-    ``-v``).
+    For late rows it names the least ``--allowed-lateness-ms`` under which no micro-batch
+    of any feed is late (``files_per_trigger`` files each, in name order), from the files'
+    ``ts`` ranges; at least what the refused row needs. Appends Spark's whole text to
+    ``log`` (if given) and logs it at INFO (stderr with ``-v``).
     """
     logger.info("%s failed:\n%s", failure.query, failure.detail)
     line = str(failure)
@@ -142,9 +161,16 @@ def explain(
             )
             line += f"; {came} (micro-batch {batch})"
         needed = (allowed_lateness_ms or 0) + released - ts
+        admitting = _admitting(feeds, files_per_trigger)
+        why = (
+            f"or more: this row is {released - ts} ms late"
+            if admitting is None
+            else f"the least under which no micro-batch of the inputs is late, by their files' "
+            f"ts ranges; this row is {released - ts} ms late"
+        )
         line += (
-            f"; to accept late rows run again with --allowed-lateness-ms {needed} (or more: "
-            f"this row is {released - ts} ms late) under a new --name, --checkpoint and "
+            f"; to accept late rows run again with --allowed-lateness-ms "
+            f"{max(needed, admitting or 0)} ({why}) under a new --name, --checkpoint and "
             "--output (this operator's watermark has passed them, and the output holds this "
             "run's rows), or drop them with --late-rows drop"
         )

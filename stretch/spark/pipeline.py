@@ -485,7 +485,12 @@ def run_pipeline(
         return _run(spark, config, out, feeds, created, started)
     except QueryFailed as failure:
         raise explain(
-            failure, feeds, config.checkpoint, config.allowed_lateness_ms, config.log
+            failure,
+            feeds,
+            config.checkpoint,
+            config.allowed_lateness_ms,
+            config.log,
+            config.files_per_trigger,
         ) from None
 
 

@@ -12,10 +12,18 @@ With several sidecars in ``url`` (the shards of one operator) an offset is
 (``stretch.merge``). A micro-batch reads up to the shards' common output watermark, in one
 read task that merges the shards' rows; ``maxRowsPerTrigger`` and ``rowsPerPartition``
 apply to one sidecar only.
+
+A micro-batch planned before a restart may promise offsets the log does not hold yet: a
+sidecar without ``--state-dir`` that restarted has a new, empty operator, which reaches
+the same offsets again only as its writers replay the input (the operator is
+deterministic). Before its read tasks start, a micro-batch waits on the driver, up to
+``PROMISED_WAIT_S``, until each log holds the offsets it reads.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,13 +48,15 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from stretch.errors import InputError
+from stretch.client import ServiceError, StretchClient
+from stretch.errors import InputError, StretchError
 from stretch.merge import Cut
 from stretch.model.schema import CAUSE
 from stretch.spark.options import ReaderOptions
 
 __all__ = [
     "OFFSET",
+    "PROMISED_WAIT_S",
     "OffsetRange",
     "StretchBatchReader",
     "StretchStreamReader",
@@ -65,6 +75,13 @@ _SPARK_TYPES: dict[pa.DataType, DataType] = {
     pa.string(): StringType(),
 }
 _FETCH_ROWS = 100_000
+PROMISED_WAIT_S = 600.0
+"""How long a micro-batch waits for the log to reach the offsets it was planned with
+(after a restart of a sidecar without ``--state-dir``, while its writers replay the input)."""
+_LONG_POLL_MS = 10_000
+_TOO_MANY_WAITS = 429
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -156,6 +173,57 @@ def _read_cuts(
     yield pa.RecordBatch.from_arrays(columns, schema=target)
 
 
+def _await_offsets(
+    client: StretchClient, operator: str, start: int, end: int, deadline: float, where: str = ""
+) -> None:
+    """Wait until ``operator``'s log on ``client`` holds every offset before ``end``.
+
+    Returns at once when it does (one status request); else long-polls the log's end
+    until it reaches ``end``, the log finishes short of it, or ``deadline``
+    (``time.monotonic()``) passes.
+
+    Raises:
+        StretchError: the log finished short of ``end`` (all sources closed), or had not
+            reached it by ``deadline``; the message names the offsets and the log's end.
+
+    """
+    what = f"output of {operator!r}{where}: a micro-batch planned to read offsets {start}..{end}"
+    waiting = False
+    while True:
+        output = client.status(operator)["output"]
+        have = int(output["end_offset"])
+        if have >= end:
+            if waiting:
+                logger.info("%s; the log holds them now", what)
+            return
+        if output["finished"]:
+            msg = (
+                f"{what}, but the log ended at {have} (every source closed): the operator's "
+                "input is not the one that produced those offsets"
+            )
+            raise StretchError(msg)
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
+            msg = (
+                f"{what}; waited {PROMISED_WAIT_S:g} s for the log to reach {end}, but it "
+                f"ends at {have}: its writers did not replay the input that far (after a "
+                "restart of a sidecar without --state-dir they replay it from the start: "
+                "docs/spark.md, 'Restarting')"
+            )
+            raise StretchError(msg)
+        if not waiting:
+            logger.info("%s; the log ends at %d: waiting up to %.0f s", what, have, left_s)
+            waiting = True
+        try:  # returns once a row is at ``have``, the log finishes, or the poll ends
+            client.output(
+                operator, have, max_rows=1, wait_ms=int(min(left_s * 1000, _LONG_POLL_MS))
+            )
+        except ServiceError as exc:
+            if exc.status != _TOO_MANY_WAITS:
+                raise
+            time.sleep(min(1.0, max(left_s, 0.0)))  # the sidecar's long-polls are all taken
+
+
 def _offset(cut: Cut) -> dict[str, Any]:
     return {OFFSET: cut.offset, SHARDS: list(cut.shards)}
 
@@ -188,14 +256,18 @@ class StretchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.schema = schema
         self._target: int | None = None
         self._target_cut: Cut | None = None
+        self._seen: tuple[int, ...] = ()  # each log's end as last seen by this reader
 
     def _available(self) -> Cut:
         with self.options.shards() as client:
-            return client.available(self.options.operator)
+            cut = client.available(self.options.operator)
+        self._seen = cut.shards
+        return cut
 
     def _offsets(self) -> tuple[int, int]:
         with self.options.client() as client:
             output = client.status(self.options.operator)["output"]
+        self._seen = (int(output["end_offset"]),)
         return int(output["start_offset"]), int(output["end_offset"])
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 - Spark's name
@@ -235,10 +307,40 @@ class StretchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._target = self._offsets()[1]
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        """Read tasks of at most ``rowsPerPartition`` rows each (sharded: one task)."""
+        """Read tasks of at most ``rowsPerPartition`` rows each (sharded: one task).
+
+        First waits (on the driver, holding no task slot) until the log holds the batch's
+        offsets: a batch planned before a restart may be ahead of a new operator's log.
+
+        Raises:
+            StretchError: the log did not reach them within ``PROMISED_WAIT_S``.
+
+        """
+        self._await_promised(start, end)
         if self.options.sharded:
             return [CutRange(_cut(start).shards, _cut(end).shards)]
         return _ranges(start[OFFSET], end[OFFSET], self.options.rows_per_partition)
+
+    def _await_promised(self, start: Mapping[str, Any], end: Mapping[str, Any]) -> None:
+        """Wait until each log (each shard's) holds the offsets ``start``..``end`` read.
+
+        Nothing to ask when this reader planned the batch itself (it saw the logs reach
+        ``end``): only a batch planned before a restart of the query is checked.
+        """
+        if self.options.sharded:
+            ranges = list(zip(_cut(start).shards, _cut(end).shards, strict=True))
+        else:
+            ranges = [(int(start[OFFSET]), int(end[OFFSET]))]
+        if len(self._seen) == len(ranges) and all(
+            hi <= seen for (_, hi), seen in zip(ranges, self._seen, strict=True)
+        ):
+            return
+        deadline = time.monotonic() + PROMISED_WAIT_S
+        with self.options.shards() as client:
+            for index, (shard, (lo, hi)) in enumerate(zip(client.shards, ranges, strict=True)):
+                if hi > lo:
+                    where = f" on shard {index}" if self.options.sharded else ""
+                    _await_offsets(shard, self.options.operator, lo, hi, deadline, where)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The rows of one read task (runs on an executor)."""

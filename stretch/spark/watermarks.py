@@ -6,7 +6,9 @@ session) a ``StreamingQueryListener`` that posts the watermark of each tracked q
 its source on the sidecar, so a source whose query defines ``withWatermark`` releases its
 rows up to Spark's watermark even when its own data are idle. A lower watermark than the
 source's released one is ignored by the sidecar; rows behind it that still arrive follow
-the writer's ``lateRows``.
+the writer's ``lateRows``. Once the source is closed (the end of its input: a job closes
+it after its writing query ends, and Spark may deliver that query's last progress event
+later) the listener stops forwarding to it, without a warning.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from pyspark.sql.streaming.listener import (
 )
 from pyspark.sql.streaming.query import StreamingQuery
 
+from stretch.client import ServiceError, StretchClient
 from stretch.errors import StretchError
-from stretch.sharded import connect
+from stretch.sharded import ShardedClient, connect
 
 __all__ = ["WatermarkForwarder", "forward_watermarks", "watermark_ms"]
 
@@ -77,8 +80,14 @@ class WatermarkForwarder(StreamingQueryListener):
             return
         try:
             with connect(target.url, token=target.token) as client:
-                client.watermark(target.operator, target.source, ts_ms)
-        except StretchError as exc:  # e.g. the source was closed meanwhile
+                try:
+                    client.watermark(target.operator, target.source, ts_ms)
+                except ServiceError as exc:
+                    if exc.status != _CONFLICT or not _closed(client, target):
+                        raise
+                    self._untrack(str(event.progress.id), target)
+                    return
+        except StretchError as exc:
             logger.warning(
                 "watermark %d for source %d of %r not forwarded: %s",
                 ts_ms,
@@ -89,6 +98,17 @@ class WatermarkForwarder(StreamingQueryListener):
             return
         target.forwarded_ms = ts_ms
 
+    def _untrack(self, query_id: str, target: _Target) -> None:
+        """The source is closed: its input ended, and so does forwarding to it."""
+        logger.debug(
+            "source %d of %r is closed: its watermark is no longer forwarded",
+            target.source,
+            target.operator,
+        )
+        with self._lock:
+            if self._targets.get(query_id) is target:
+                del self._targets[query_id]
+
     def onQueryIdle(self, event: QueryIdleEvent) -> None:  # noqa: N802 - Spark's name
         """Nothing to do: an idle query's watermark does not move."""
 
@@ -96,6 +116,18 @@ class WatermarkForwarder(StreamingQueryListener):
         """Stop tracking the query."""
         with self._lock:
             self._targets.pop(str(event.id), None)
+
+
+_CONFLICT = 409
+
+
+def _closed(client: StretchClient | ShardedClient, target: _Target) -> bool:
+    """Whether ``target``'s source is closed (a 409 to a watermark may mean it, or not)."""
+    try:
+        sources = client.status(target.operator)["sources"]
+    except StretchError:
+        return False
+    return any(s["index"] == target.source and s["closed"] for s in sources)
 
 
 _FORWARDERS: dict[int, WatermarkForwarder] = {}

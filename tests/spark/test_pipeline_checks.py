@@ -6,6 +6,7 @@ these runs start no JVM. Ctrl-C once Spark runs prints one line and exits 130.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -20,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from stretch.spark.preflight import check_inputs
+from tests.api.test_serve_parent import gone, lock_is_free
 from tests.spark.conftest import TIMEOUT_S, TOKEN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,3 +201,53 @@ def test_sigterm_stops_the_sidecars_it_started(tmp_path: Path) -> None:
             except BlockingIOError:
                 assert time.monotonic() < deadline, "the sidecar still holds its state"
                 time.sleep(0.1)
+
+
+def test_the_sidecars_end_with_a_killed_pipeline(tmp_path: Path) -> None:
+    """kill -9 of the job stops nothing itself: its ``--sidecars`` see their parent gone,
+    shut down as on SIGTERM and free their state, so the documented rerun can take it."""
+    left, right = scalejoin_dirs(tmp_path)
+    sidecars = tmp_path / "out" / "_checkpoint" / "sidecars"
+    with subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
+        [sys.executable, "-m", "stretch.cli", "pipeline", "scalejoin", "--input", str(left),
+         "--input", str(right), "--output", str(tmp_path / "out"), "--sidecars", "2"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        start_new_session=True,
+    ) as job:  # fmt: skip
+        try:
+            assert job.stdout is not None
+            for line in job.stdout:
+                if line.startswith("started 2 sidecar"):
+                    break
+            children = [int((sidecars / str(i) / "lock").read_text()) for i in range(2)]
+            job.kill()
+            job.wait(TIMEOUT_S)
+            deadline = time.monotonic() + 30
+            for index, child in enumerate(children):
+                while not (gone(child) and lock_is_free(sidecars / str(index))):
+                    assert time.monotonic() < deadline, f"sidecar {index} outlived the job"
+                    time.sleep(0.1)
+                log = (sidecars / f"{index}.log").read_text()
+                assert f"parent process {job.pid} exited: shutting down" in log, log
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # the sidecars, if the test failed
+                os.killpg(job.pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    ("flags", "several"),
+    [
+        (["--sidecars", "2"], "--sidecars 2"),
+        (["--url", "http://127.0.0.1:1,http://127.0.0.1:2"], "--url with 2 sidecars"),
+    ],
+)
+def test_trigger_rows_with_several_sidecars_is_refused(
+    tmp_path: Path, flags: list[str], several: str
+) -> None:
+    """A sharded reader reads up to the shards' common watermark: no row cap to honour."""
+    left, right = scalejoin_dirs(tmp_path)
+    line = one_line(pipeline("scalejoin", "--input", str(left), "--input", str(right),
+                             "--output", str(tmp_path / "out"), "--trigger-rows", "100",
+                             *flags))  # fmt: skip
+    assert f"--trigger-rows applies to one sidecar only, not with {several}" in line
+    assert not (tmp_path / "out").exists()  # nothing was started

@@ -76,25 +76,30 @@ def test_a_late_file_is_named_with_the_options_that_accept_it(
                       "tweet": ["a b"] * 300})  # fmt: skip
     pq.write_table(table, tmp_path / "tweets.parquet")
     (tmp_path / "in").mkdir()
-    # Names out of event-time order: part-1 (ts 2000..) is read before part-2 (ts 0..).
-    for name, lo, hi in (("part-1", 200, 300), ("part-2", 0, 100), ("part-3", 100, 200)):
-        pq.write_table(table.slice(lo, hi - lo), tmp_path / "in" / f"{name}.parquet")
+    # Names out of event-time order: part-1 (ts 1500..2490) is read first, then part-2
+    # (ts 1000..1490: 1490 ms late), then part-3 (ts 0..990 and 2500..2990: 2490 ms late,
+    # later than the batch refused first).
+    parts = {"part-1": [(150, 250)], "part-2": [(100, 150)], "part-3": [(0, 100), (250, 300)]}
+    for name, slices in parts.items():
+        rows = pa.concat_tables([table.slice(lo, hi - lo) for lo, hi in slices])
+        pq.write_table(rows, tmp_path / "in" / f"{name}.parquet")
     (tmp_path / "token").write_text(TOKEN)
     args = ["pipeline", "wordcount", "--param", "wa=500", "--param", "ws=1000", "--input",
             str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--url", sidecar,
             "--token-file", str(tmp_path / "token"), "--name", "late-files"]  # fmt: skip
     assert main(args) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert "row 1 has ts 0, before the released watermark 2990" in line
+    assert "row 1 has ts 1000, before the released watermark 2490" in line
     assert f"row 1 came from {tmp_path / 'in' / 'part-2.parquet'} (micro-batch 1)" in line
-    assert "run again with --allowed-lateness-ms 2990 (or more" in line
+    assert "run again with --allowed-lateness-ms 2490 (the least under which no" in line
+    assert "this row is 1490 ms late" in line
     assert "under a new --name, --checkpoint and --output" in line
     assert "or drop them with --late-rows drop" in line
 
-    # Run again as the line says: the reorder buffer waits for the late file.
+    # Run again as the line says: the reorder buffer waits for both late files.
     args[args.index("late-files")] = "late-files-2"
     args[args.index(str(tmp_path / "out"))] = str(tmp_path / "out2")
-    assert main([*args, "--allowed-lateness-ms", "2990"]) == 0
+    assert main([*args, "--allowed-lateness-ms", "2490"]) == 0
     assert main(["replay", "wordcount", "--param", "wa=500", "--param", "ws=1000", "--input",
                  str(tmp_path / "tweets.parquet"),
                  "--output", str(tmp_path / "replay.parquet")]) == 0  # fmt: skip

@@ -1,0 +1,92 @@
+"""A micro-batch planned before a restart waits for the log to reach its offsets.
+
+A sidecar without ``--state-dir`` that restarted holds a new, empty operator; a reader
+restarted from its checkpoint re-runs the micro-batch it had planned (offsets A..B), which
+the new log reaches only as the writers replay the input. The reader waits for it, under a
+deadline, instead of failing at once. These tests drive the reader's planning and reading
+as Spark's driver and an executor would, against the sidecar (no Spark session).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from stretch.client import StretchClient
+from stretch.errors import StretchError
+from stretch.spark import reader as reader_module
+from stretch.spark.options import ReaderOptions
+from stretch.spark.reader import StretchStreamReader, output_schema
+from tests.spark.conftest import TIMEOUT_S, TOKEN, wait_output_finished
+
+FORWARD = {"columns": "v:int", "inputs": 1}
+
+
+def rows(ts: np.ndarray) -> pa.Table:
+    return pa.table({"ts": pa.array(ts, pa.int64()), "v": pa.array(np.arange(len(ts)))})
+
+
+def restarted_reader(sidecar: str, name: str) -> StretchStreamReader:
+    """A reader as a restarted query has it: it has seen nothing of the new log."""
+    options = ReaderOptions.parse({"url": sidecar, "operator": name, "token": TOKEN})
+    return StretchStreamReader(options, output_schema(options))
+
+
+def micro_batch(reader: StretchStreamReader, start: int, end: int) -> pa.Table:
+    """Plan the offsets ``start..end`` (driver) and read them (executor)."""
+    parts = reader.partitions({"offset": start}, {"offset": end})
+    return pa.Table.from_batches([b for part in parts for b in reader.read(part)])
+
+
+def test_a_planned_batch_waits_for_the_replayed_log(
+    sidecar: str, client: StretchClient, tmp_path: Path
+) -> None:
+    client.create_operator("promised", "forward", FORWARD)
+    client.add_batch("promised", 0, rows(np.arange(0, 100)), batch_id=0)
+    reader = restarted_reader(sidecar, "promised")
+    result: list[pa.Table | BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(micro_batch(reader, 50, 150))  # planned before the restart
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            result.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(1.0)
+    assert thread.is_alive(), f"the micro-batch did not wait for its offsets: {result}"
+    client.add_batch("promised", 0, rows(np.arange(100, 200)), batch_id=1)  # the replay goes on
+    client.close_source("promised", 0)
+    thread.join(TIMEOUT_S)
+    assert not thread.is_alive()
+    (table,) = result
+    assert isinstance(table, pa.Table), table
+    assert table.column("offset").to_pylist() == list(range(50, 150))
+    assert table.column("ts").to_pylist() == list(range(50, 150))
+
+
+def test_the_wait_ends_naming_the_offsets_and_the_logs_end(
+    sidecar: str, client: StretchClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client.create_operator("promised-late", "forward", FORWARD)
+    client.add_batch("promised-late", 0, rows(np.arange(0, 100)), batch_id=0)
+    client.output("promised-late", 98, max_rows=1, wait_ms=60_000)  # 99 rows out
+    monkeypatch.setattr(reader_module, "PROMISED_WAIT_S", 0.5)
+    reader = restarted_reader(sidecar, "promised-late")
+    with pytest.raises(StretchError) as caught:
+        reader.partitions({"offset": 50}, {"offset": 150})
+    message = str(caught.value)
+    assert "output of 'promised-late': a micro-batch planned to read offsets 50..150" in message
+    assert "waited 0.5 s for the log to reach 150, but it ends at 99" in message
+    assert "its writers did not replay the input that far" in message
+
+    client.close_source("promised-late", 0)  # finished short of the offsets: no wait at all
+    wait_output_finished(client, "promised-late")
+    monkeypatch.setattr(reader_module, "PROMISED_WAIT_S", TIMEOUT_S)
+    with pytest.raises(StretchError, match=r"but the log ended at 100 \(every source closed\)"):
+        reader.partitions({"offset": 50}, {"offset": 150})
