@@ -52,6 +52,9 @@ MIN_RUN = 4096
 MAX_RUN = 16384
 """The most ready tuples an instance takes from ESG_in at once."""
 
+FULL_LOG_WAIT_S = 0.05
+"""How long an instance waiting for room in ESG_out parks at once while the log is full."""
+
 OUTPUT_PIECE_ROWS = 1 << 17
 """Rows a kernel's expiry emits before the instance releases them (``_expire``); windows
 go out whole, so a piece is this plus one window at most."""
@@ -178,6 +181,7 @@ class SharedPool(Protocol):
         barrier: The epoch barrier (Alg. 4 L10-11).
         stopping: Set when the pipeline stops or an instance failed.
         drainer_wake: Wakes the drainer of ESG_out.
+        output_room: Cleared while the output log is full (the drainer takes nothing).
         output_schema: The Arrow schema of the output payload.
 
     """
@@ -192,6 +196,7 @@ class SharedPool(Protocol):
     barrier: EpochBarrier
     stopping: bool
     drainer_wake: threading.Event
+    output_room: threading.Event
     output_schema: pa.Schema
 
     def state_for(self, instance: VSNInstance) -> Sequence[WindowStore]:
@@ -485,7 +490,12 @@ class VSNInstance:
         """Called while an add to ESG_out waits for room: return whether to give up.
 
         Wakes the drainer, which frees the room (the part of the add already in may have
-        made other instances' rows ready); gives up when the pipeline stops.
+        made other instances' rows ready); while the output log is full (the drainer
+        takes nothing until a reader commits) it parks on that instead of retrying every
+        millisecond. Gives up when the pipeline stops.
         """
-        self.shared.drainer_wake.set()
-        return self.shared.stopping
+        shared = self.shared
+        shared.drainer_wake.set()
+        if not shared.output_room.is_set():
+            shared.output_room.wait(FULL_LOG_WAIT_S)
+        return shared.stopping

@@ -74,6 +74,8 @@ class InstancePool:
         self.stopping = False
         self.error: BaseException | None = None
         self.drainer_wake = threading.Event()
+        self.output_room = threading.Event()  # cleared while the output log is full
+        self.output_room.set()
         self.drained_ts = -END_OF_INPUT  # the output log's watermark D (set by the drainer)
         self.current = first_plan
         self._at_barrier = at_barrier
@@ -104,6 +106,7 @@ class InstancePool:
         """Stop every pool thread and join each for up to ``timeout_s``."""
         self.stopping = True
         self.barrier.stop()
+        self.output_room.set()
         for instance in self.instances:
             instance.wake.set()
         deadline = time.monotonic() + timeout_s
@@ -120,6 +123,7 @@ class InstancePool:
         self.stopping = True
         self.barrier.stop()
         self.drainer_wake.set()
+        self.output_room.set()
 
     def raise_failure(self) -> None:
         """Raise the first failure of an instance, if any.

@@ -568,7 +568,9 @@ class Pipeline:
                 if limit is not None:  # a full log: ESG_out fills and the instances wait
                     room = min(room, self._log.wait_room(limit, FULL_LOG_CHECK_S))
                     if room == 0:
+                        pool.output_room.clear()
                         continue
+                    pool.output_room.set()
                 batch = self._esg_out.get_ready_batch(0, room)
                 if len(batch) == 0:
                     pool.drainer_wake.wait()  # set by instances, producers and stop

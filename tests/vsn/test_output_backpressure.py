@@ -63,6 +63,7 @@ def test_full_log_pauses_output_until_commits(m: int) -> None:
         status = pipeline.output_status()
         assert LIMIT <= status.end_offset <= LIMIT + one_ts
         assert not status.finished
+        assert not pipeline._pool.output_room.is_set()  # the instances park, no retry loop
         # Read and commit a little at a time: it resumes, never holding more.
         parts, offset, most = [], 0, 0
         while not pipeline.output_status().finished or offset < status.end_offset:
@@ -73,6 +74,7 @@ def test_full_log_pauses_output_until_commits(m: int) -> None:
             status = pipeline.output_status()
             most = max(most, status.end_offset - status.start_offset)
         assert most <= LIMIT + one_ts
+        assert pipeline._pool.output_room.is_set()
         assert pa.concat_tables(parts).equals(expected)
         assert pipeline.join(DEADLINE_S)
     finally:
