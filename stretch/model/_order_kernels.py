@@ -1,7 +1,11 @@
-"""Numba kernels over int64 sort keys (one column per row): ordering rows and checking order.
+"""Numba kernels over sort keys (one column per row): ordering rows and checking order.
 
 ``order_ties`` is ``in_stream_order``'s: rows of equal ``ts`` put in order of their content;
 ``keys_in_order`` checks the output's ``(ts, cause)`` keys (``OutputBlock``).
+
+A key column holds int64s that order like the column's values, or, for a text column, the
+index of each row's string in a ``Texts`` (``kinds[c]``: the texts' row of offsets, -1 for
+an int64 column), compared by their UTF-8 bytes without building Python strings.
 """
 
 from __future__ import annotations
@@ -10,24 +14,56 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-__all__ = ["keys_in_order", "order_ties"]
+__all__ = ["keys_in_order", "order_ties", "order_ties_texts"]
 
 _RUN = 16  # rows insertion-sorted before merging
+_NO_OFFSETS = np.zeros((0, 1), dtype=np.int64)
+_NO_DATA = np.empty(0, dtype=np.uint8)
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _less(keys: NDArray[np.int64], a: int, b: int) -> bool:
+def _text_less(offsets: NDArray[np.int64], data: NDArray[np.uint8], x: int, y: int) -> int:
+    """-1, 0 or 1 as text x's bytes come before, equal or after text y's."""
+    sx, ex, sy, ey = offsets[x], offsets[x + 1], offsets[y], offsets[y + 1]
+    for i in range(min(ex - sx, ey - sy)):
+        a, b = data[sx + i], data[sy + i]
+        if a != b:
+            return -1 if a < b else 1
+    lx, ly = ex - sx, ey - sy
+    return 0 if lx == ly else (-1 if lx < ly else 1)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _less(
+    keys: NDArray[np.int64],
+    kinds: NDArray[np.int64],
+    offsets: NDArray[np.int64],
+    data: NDArray[np.uint8],
+    a: int,
+    b: int,
+) -> bool:
     """Whether row ``a``'s keys come before row ``b``'s (column by column)."""
     for c in range(keys.shape[0]):
         x, y = keys[c, a], keys[c, b]
         if x != y:
-            return bool(x < y)
+            if kinds[c] < 0:
+                return bool(x < y)
+            order = _text_less(offsets[kinds[c]], data, x, y)
+            if order != 0:
+                return order < 0
     return False
 
 
 @njit(nogil=True, cache=True)
 def _sort(
-    order: NDArray[np.int64], spare: NDArray[np.int64], a: int, b: int, keys: NDArray[np.int64]
+    order: NDArray[np.int64],
+    spare: NDArray[np.int64],
+    a: int,
+    b: int,
+    keys: NDArray[np.int64],
+    kinds: NDArray[np.int64],
+    offsets: NDArray[np.int64],
+    data: NDArray[np.uint8],
 ) -> None:
     """Sort ``order[a:b]`` (row numbers) by their keys: insertion-sorted runs, then merges."""
     for s in range(a, b, _RUN):
@@ -35,7 +71,7 @@ def _sort(
         for i in range(s + 1, e):
             row = order[i]
             j = i - 1
-            while j >= s and _less(keys, row, order[j]):
+            while j >= s and _less(keys, kinds, offsets, data, row, order[j]):
                 order[j + 1] = order[j]
                 j -= 1
             order[j + 1] = row
@@ -45,7 +81,7 @@ def _sort(
             m, e = min(s + width, b), min(s + 2 * width, b)
             i, j, k = s, m, s
             while i < m and j < e:
-                if _less(keys, order[j], order[i]):
+                if _less(keys, kinds, offsets, data, order[j], order[i]):
                     spare[k] = order[j]
                     j += 1
                 else:
@@ -60,11 +96,20 @@ def _sort(
 
 
 @njit(nogil=True, cache=True)
-def order_ties(ts: NDArray[np.int64], keys: NDArray[np.int64]) -> NDArray[np.int64]:
+def order_ties_texts(
+    ts: NDArray[np.int64],
+    keys: NDArray[np.int64],
+    kinds: NDArray[np.int64],
+    offsets: NDArray[np.int64],
+    data: NDArray[np.uint8],
+) -> NDArray[np.int64]:
     """The order of the rows (``ts`` non-decreasing) with each run of equal ``ts`` by ``keys``.
 
-    ``keys[c, r]`` is row r's key in column c. Returns an empty array when the rows are
-    in that order already. O(n) then, O(n log g) for runs of at most g rows otherwise.
+    ``keys[c, r]`` is row r's key in column c: an int64 that orders like its value where
+    ``kinds[c]`` is -1, else the index of its text, whose bytes are
+    ``data[offsets[kinds[c], i]:offsets[kinds[c], i + 1]]``. Returns an empty array when
+    the rows are in that order already. O(n) then, O(n log g) for runs of at most g rows
+    otherwise.
     """
     n = ts.shape[0]
     order = np.arange(n)
@@ -76,20 +121,28 @@ def order_ties(ts: NDArray[np.int64], keys: NDArray[np.int64]) -> NDArray[np.int
         while b < n and ts[b] == ts[a]:
             b += 1
         for i in range(a + 1, b):
-            if _less(keys, i, i - 1):
+            if _less(keys, kinds, offsets, data, i, i - 1):
                 if not moved:
                     spare = np.empty(n, dtype=np.int64)
                     moved = True
-                _sort(order, spare, a, b, keys)
+                _sort(order, spare, a, b, keys, kinds, offsets, data)
                 break
         a = b
     return order if moved else order[:0]
 
 
 @njit(nogil=True, cache=True)
+def order_ties(ts: NDArray[np.int64], keys: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``order_ties_texts`` with int64 keys only."""
+    kinds = np.full(keys.shape[0], -1, dtype=np.int64)
+    return order_ties_texts(ts, keys, kinds, _NO_OFFSETS, _NO_DATA)
+
+
+@njit(nogil=True, cache=True)
 def keys_in_order(keys: NDArray[np.int64]) -> bool:
     """Whether the columns of ``keys`` are in lexicographic order (ties allowed). O(n)."""
+    kinds = np.full(keys.shape[0], -1, dtype=np.int64)
     for i in range(keys.shape[1] - 1):  # noqa: SIM110 - Numba compiles no generator into all()
-        if _less(keys, i + 1, i):
+        if _less(keys, kinds, _NO_OFFSETS, _NO_DATA, i + 1, i):
             return False
     return True

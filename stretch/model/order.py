@@ -15,7 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stretch.model._order_kernels import order_ties
+from stretch.model._byte_table import utf8_buffers
+from stretch.model._order_kernels import order_ties_texts
 from stretch.model.schema import TS
 
 __all__ = ["in_stream_order"]
@@ -27,7 +28,8 @@ def in_stream_order(table: pa.Table) -> pa.Table:
     """``table``'s rows in stream order (``ts``, then content). O(n) if already in it.
 
     The rows are ordered by ``ts`` (a stable NumPy sort, only if they are not in ``ts``
-    order), then each run of equal ``ts`` by its content in a compiled loop.
+    order), then each run of equal ``ts`` by its content in a compiled loop: numbers by
+    int64 keys, strings by comparing the tied rows' UTF-8 bytes in their Arrow buffers.
     """
     ts = table.column(TS).to_numpy()
     if len(ts) < 2:
@@ -49,21 +51,50 @@ def in_stream_order(table: pa.Table) -> pa.Table:
     taken = pa.array(rows)
     names = [name for name in table.column_names if name != TS]
     keys = np.zeros((len(names), len(ts)), dtype=np.int64)  # only tied rows' keys matter
+    kinds = np.full(len(names), -1, dtype=np.int64)
+    texts: list[pa.Array] = []
     for c, name in enumerate(names):
-        if every:
-            keys[c] = _key(table.column(name))
+        column = table.column(name)
+        if pa.types.is_string(column.type):  # the tied rows' strings; a key is its index
+            kinds[c] = len(texts)
+            if every:  # row r's string is text r
+                texts.append(column.combine_chunks())
+                keys[c] = np.arange(len(ts))
+            else:  # tied row rows[i]'s string is text i
+                texts.append(column.take(taken).combine_chunks())
+                keys[c, rows] = np.arange(len(rows))
+        elif every:
+            keys[c] = _key(column)
         else:
-            keys[c, rows] = _key(table.column(name).take(taken))
+            keys[c, rows] = _key(column.take(taken))
     if by_ts is not None:
         keys = keys[:, by_ts]
-    order = order_ties(np.ascontiguousarray(ts, dtype=np.int64), keys)
+    offsets, data = _texts(texts, len(rows))
+    order = order_ties_texts(np.ascontiguousarray(ts, dtype=np.int64), keys, kinds, offsets, data)
     if by_ts is None:
         return table.take(pa.array(order)) if len(order) else table
     return table.take(pa.array(by_ts[order] if len(order) else by_ts))
 
 
+def _texts(columns: list[pa.Array], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The strings of ``columns`` (n each) as one byte buffer and a row of offsets each."""
+    offsets = np.zeros((len(columns), n + 1), dtype=np.int64)
+    parts = []
+    base = 0
+    for c, column in enumerate(columns):
+        data, starts = utf8_buffers(column)
+        offsets[c] = starts - starts[0] + base
+        parts.append(data[starts[0] : starts[-1]])
+        base += int(starts[-1] - starts[0])
+    data = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint8)
+    return offsets, data
+
+
 def _key(column: pa.ChunkedArray) -> np.ndarray:
-    """int64s that order like ``column``'s values (floats by their IEEE 754 total order)."""
+    """int64s that order like ``column``'s values (not strings: those compare by bytes).
+
+    Floats by their IEEE 754 total order; other types (uint64) by their dense rank.
+    """
     kind = column.type
     if pa.types.is_floating(kind):
         return _float_key(column.to_numpy())

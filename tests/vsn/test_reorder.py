@@ -125,3 +125,46 @@ def test_stream_order_sorts_ties_by_content_with_a_total_float_order() -> None:
     assert in_stream_order(strings)["s"].to_pylist() == ["ab", "b", "é"]
     again = in_stream_order(ordered.slice(1).take(pa.array([3, 0, 2, 1, 4])))
     assert str(again.to_pylist()) == str(ordered.slice(1).to_pylist())
+
+
+def _float_key(value: float) -> tuple[int, ...]:
+    """IEEE 754 total order: -0.0 before 0.0, NaN after +inf."""
+    bits = int(np.array([value], dtype=np.float64).view(np.int64)[0])
+    return (bits ^ 0x7FFF_FFFF_FFFF_FFFF,) if bits < 0 else (bits,)
+
+
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(0, 3),
+            st.text(st.characters(codec="utf-8"), max_size=4),
+            st.sampled_from(["", "a", "ab", "b", "é", "\x00", "a\x00"]),
+            st.floats(allow_nan=True),
+            st.integers(-(2**63), 2**63 - 1),
+        ),
+        max_size=40,
+    ),
+    split=st.integers(1, 3),
+)
+def test_stream_order_equals_a_sort_by_ts_then_utf8_bytes_and_values(
+    rows: list[tuple[int, str, str, float, int]], split: int
+) -> None:
+    """Strings compare by their UTF-8 bytes (a compiled comparison over the Arrow buffers),
+    in schema order with the other columns, whatever the chunks or the arrival order."""
+    names = ["ts", "s", "t", "f", "i"]
+    table = pa.table(
+        [pa.array(list(c), type=k) for c, k in zip(zip(*rows, strict=True), [pa.int64(),
+         pa.string(), pa.string(), pa.float64(), pa.int64()], strict=True)]
+        if rows else [pa.array([], k) for k in [pa.int64(), pa.string(), pa.string(),
+         pa.float64(), pa.int64()]],
+        names=names,
+    )  # fmt: skip
+    chunked = pa.concat_tables(
+        [table.slice(start, split) for start in range(0, table.num_rows, split)] or [table]
+    )
+    expected = sorted(
+        rows,
+        key=lambda r: (r[0], r[1].encode(), r[2].encode(), _float_key(r[3]), r[4]),
+    )
+    got = in_stream_order(chunked).to_pylist()
+    assert [str(tuple(r.values())) for r in got] == [str(r) for r in expected]
