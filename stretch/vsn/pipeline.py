@@ -263,7 +263,7 @@ class Pipeline:
                 raise CapacityError(msg)
         limit = settings.max_uncommitted_rows
         if limit is not None:
-            uncommitted = self._log.end_offset - self._log.start_offset
+            uncommitted = self._log.uncommitted
             if uncommitted >= limit:
                 msg = (
                     f"{store.where}: the output log holds {uncommitted} rows not committed "

@@ -81,6 +81,35 @@ def test_full_log_pauses_output_until_commits(m: int) -> None:
         pipeline.shutdown()
 
 
+def test_a_commit_beyond_a_full_log_lets_the_output_go_on() -> None:
+    """A restore re-applies a reader's commit before the output reaches it (a full log
+    from the checkpoint, the reader further on): the output goes on to it, not paused."""
+    params = {"wa": 1000, "ws": 20_000}
+    (table,) = tweets(1500, 100.0, seed=3)
+    expected = _reference(params, table, 1)
+    settings = RuntimeSettings(max_uncommitted_rows=LIMIT)
+    pipeline = setup(build("wordcount", params), 1, 1, settings=settings, compiled=True)
+    try:
+        pipeline.add(0, table)
+        pipeline.close()
+        deadline = time.monotonic() + DEADLINE_S
+        while pipeline.output_status().end_offset < LIMIT and time.monotonic() < deadline:
+            time.sleep(0.01)
+        further = 3 * expected.num_rows // 4
+        assert pipeline.output_status().end_offset < further
+        pipeline.commit(further, when_produced=True)
+        parts, offset = [], further
+        while not pipeline.output_status().finished or offset < expected.num_rows:
+            assert time.monotonic() < deadline, "the output did not go on"
+            part, offset = pipeline.output(max(offset, pipeline.output_status().start_offset),
+                                           wait_s=0.05)  # fmt: skip
+            parts.append(part)
+            pipeline.commit(offset)
+        assert pa.concat_tables(parts).equals(expected.slice(further))
+    finally:
+        pipeline.shutdown()
+
+
 def test_stopping_a_paused_pipeline_ends_its_threads() -> None:
     (table,) = tweets(1500, 100.0, seed=3)
     settings = RuntimeSettings(max_uncommitted_rows=LIMIT)

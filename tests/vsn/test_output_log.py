@@ -66,3 +66,16 @@ def test_wait_returns_once_a_row_or_the_end_arrives() -> None:
     log.finish()
     table, offset = log.read(0, wait_s=5.0)
     assert (table.num_rows, offset, log.finished) == (0, 0, True)
+
+
+def test_a_commit_beyond_the_end_frees_a_full_log_at_once() -> None:
+    """A journal's commit re-applied beyond the end (a restore whose reader was further
+    on) trims every row held at once and the rest as they come: a full log never waits
+    for output it holds back (``wait_room``, the drainer's pause)."""
+    log = OutputLog(SCHEMA.arrow())
+    log.append([batch(0, 10)])
+    assert (log.uncommitted, log.wait_room(10, 0)) == (10, 0)
+    log.commit(25, when_produced=True)
+    assert (log.uncommitted, log.wait_room(10, 0)) == (0, 10)
+    log.append([batch(10, 30)])  # the commit applies as the rows come
+    assert (log.start_offset, log.uncommitted, log.wait_room(10, 0)) == (25, 5, 5)
