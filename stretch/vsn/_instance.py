@@ -237,6 +237,7 @@ class VSNInstance:
         self.plan = min(shared.plans.values(), key=lambda plan: plan.epoch)
         self.connected = False
         self.busy_ns = 0
+        self.parked_ns = 0  # parked on a full output log (``_waiting_for_room``): not busy
         self.tuples_in = 0
         self.tuples_out = 0
         self.wake = threading.Event()
@@ -321,9 +322,9 @@ class VSNInstance:
                     if batch is not None and len(batch.ts) > 0:
                         if shared.backlog():
                             shared.drainer_wake.set()
-                        started = time.perf_counter_ns()
+                        started, parked = time.perf_counter_ns(), self.parked_ns
                         self._process(ReadyNodes.of(batch), 0)
-                        took = time.perf_counter_ns() - started
+                        took = time.perf_counter_ns() - started - (self.parked_ns - parked)
                         self.busy_ns += took
                         self._run_limit = _next_run_limit(len(batch.ts), took)
                         continue
@@ -492,10 +493,13 @@ class VSNInstance:
         Wakes the drainer, which frees the room (the part of the add already in may have
         made other instances' rows ready); while the output log is full (the drainer
         takes nothing until a reader commits) it parks on that instead of retrying every
-        millisecond. Gives up when the pipeline stops.
+        millisecond; that time is not counted as busy (the load an autoscaler sees: a slow
+        reader is not a busy operator). Gives up when the pipeline stops.
         """
         shared = self.shared
         shared.drainer_wake.set()
         if not shared.output_room.is_set():
+            parked = time.perf_counter_ns()
             shared.output_room.wait(FULL_LOG_WAIT_S)
+            self.parked_ns += time.perf_counter_ns() - parked
         return shared.stopping

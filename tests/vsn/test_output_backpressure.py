@@ -50,7 +50,8 @@ def test_full_log_pauses_output_until_commits(m: int) -> None:
     expected = _reference(params, table, m)
     one_ts = max(Counter(expected.column("ts").to_pylist()).values())
     assert expected.num_rows > 10 * (LIMIT + one_ts)  # the input makes far more than fits
-    settings = RuntimeSettings(max_uncommitted_rows=LIMIT)
+    # Gates of 1,024 nodes: ESG_out fills soon after the log, and the instances wait.
+    settings = RuntimeSettings(capacity=1024, max_uncommitted_rows=LIMIT)
     pipeline = setup(build("wordcount", params), m, m, settings=settings, compiled=True)
     try:
         pipeline.add(0, table)  # admitted at once: the log is empty
@@ -64,6 +65,9 @@ def test_full_log_pauses_output_until_commits(m: int) -> None:
         assert LIMIT <= status.end_offset <= LIMIT + one_ts
         assert not status.finished
         assert not pipeline._pool.output_room.is_set()  # the instances park, no retry loop
+        time.sleep(0.3)
+        parked = sum(instance.parked_ns for instance in pipeline._pool.instances)
+        assert parked >= 0.25e9  # counted apart from busy: a slow reader is no load
         # Read and commit a little at a time: it resumes, never holding more.
         parts, offset, most = [], 0, 0
         while not pipeline.output_status().finished or offset < status.end_offset:
