@@ -24,7 +24,14 @@ import pyarrow as pa
 
 from stretch.errors import CapacityError, StretchError
 
-__all__ = ["ARROW_STREAM", "BatchResult", "ServiceError", "StretchClient", "arrow_bytes"]
+__all__ = [
+    "ARROW_STREAM",
+    "BatchResult",
+    "ServiceError",
+    "SidecarUnreachableError",
+    "StretchClient",
+    "arrow_bytes",
+]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 NEXT_OFFSET = "Stretch-Next-Offset"
@@ -45,6 +52,14 @@ class ServiceError(StretchError):
         super().__init__(f"HTTP {status}: {detail}")
         self.status = status
         self.detail = detail
+
+
+class SidecarUnreachableError(StretchError, httpx.TransportError):
+    """The service did not answer: the connection was refused or broke, or timed out.
+
+    Its message names the service's URL and the request, then the transport's error
+    (also its ``__cause__``). An ``httpx.TransportError`` too, for callers that catch those.
+    """
 
 
 class BatchResult(NamedTuple):
@@ -71,6 +86,10 @@ class StretchClient:
         timeout_s: The timeout of each request (long-polls add their wait).
         http: An existing ``httpx.Client`` (e.g. FastAPI's ``TestClient``) to use instead
             of a new one; ``base_url`` is then ignored.
+
+    Every method raises ``ServiceError`` for an error status (its ``status`` and the
+    service's ``detail``) and ``SidecarUnreachableError`` when no answer came (naming the
+    URL and the request).
 
     """
 
@@ -112,7 +131,13 @@ class StretchClient:
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         headers = {**self._headers, **kwargs.pop("headers", {})}
-        response = self._http.request(method, path, headers=headers, **kwargs)
+        try:
+            response = self._http.request(method, path, headers=headers, **kwargs)
+        except httpx.TransportError as exc:
+            url = str(self._http.base_url).rstrip("/")
+            why = f"{type(exc).__name__}: {exc}"
+            msg = f"the sidecar at {url} did not answer {method} {path}: {why}"
+            raise SidecarUnreachableError(msg) from exc
         if response.status_code >= 400:
             try:
                 detail = str(response.json().get("detail", response.text))

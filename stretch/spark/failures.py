@@ -61,9 +61,10 @@ class QueryFailed(StretchError):
 def cause(detail: str) -> str:
     """The line of a failure text that says why: the last error our code raised.
 
-    Else the last error of the HTTP client (a sidecar that went away: "a sidecar did not
-    answer: httpx.ConnectError: ..."), else the last PySpark error of a Python worker,
-    else the text's first line (cut at 400 characters).
+    A sidecar that went away is one (``stretch.client.SidecarUnreachableError``: "the
+    sidecar at URL did not answer ..."). Else the last error of the HTTP client ("a
+    sidecar did not answer: httpx.ConnectError: ..."), else the last PySpark error of a
+    Python worker, else the text's first line (cut at 400 characters).
     """
     for pattern in (_OURS, _HTTP, _PYSPARK):
         found = pattern.findall(detail)

@@ -44,6 +44,16 @@ def test_the_cause_is_our_last_error_line() -> None:
     assert cause(worker) == (
         "a sidecar did not answer: httpx.ConnectError: [Errno 111] Connection refused"
     )
+    named = worker + (  # the client's own error (stretch.client) names the sidecar
+        "\nThe above exception was the direct cause of the following exception:\n"
+        "stretch.client.SidecarUnreachableError: the sidecar at http://127.0.0.1:4100 did "
+        "not answer POST /v1/operators/j/sources/0/batches: ConnectError: [Errno 111] "
+        "Connection refused\n"
+    )
+    assert cause(named) == (
+        "the sidecar at http://127.0.0.1:4100 did not answer POST "
+        "/v1/operators/j/sources/0/batches: ConnectError: [Errno 111] Connection refused"
+    )
     assert cause("\nPython worker failed to connect back.\n  at x") == (
         "Python worker failed to connect back."
     )
