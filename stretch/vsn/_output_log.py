@@ -61,6 +61,12 @@ class OutputLog:
             return self._base
 
     @property
+    def complete_before(self) -> int:
+        """D: every output row with a smaller ``ts`` is in the log (restored with it)."""
+        with self._changed:
+            return self._complete_before
+
+    @property
     def finished(self) -> bool:
         """Whether every row has been appended (the end of input went through)."""
         with self._changed:

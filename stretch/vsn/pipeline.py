@@ -167,6 +167,8 @@ class Pipeline:
         if resume is not None:
             self._log.restore(resume.output)
             self._resume_ts = resume.output.complete_before
+            # The snapshot kept the input from D on (less a window): trim from there.
+            self._pool.drained_ts = resume.output.complete_before
         self._latest = first
         self._reconfigure_lock = threading.Lock()
         self._compaction_epoch = -1  # the epoch of the latest compaction requested
@@ -803,14 +805,13 @@ class Pipeline:
         )
 
     def output_status(self) -> OutputStatus:
-        """The output log's offsets, whether it is finished, and its watermark."""
+        """The output log's offsets, whether it is finished, and its watermark D.
+
+        D is the log's (``OutputLog.complete_before``): a restored log has its snapshot's
+        at once, before the drainer appends anything (it may not, while the log is full).
+        """
         log = self._log
-        return OutputStatus(
-            log.start_offset,
-            log.end_offset,
-            log.finished,
-            END_OF_INPUT if log.finished else self._drained_ts,
-        )
+        return OutputStatus(log.start_offset, log.end_offset, log.finished, log.complete_before)
 
     def load(self) -> LoadCounters:
         """Cumulative work counters for a load sample (the controller's view).

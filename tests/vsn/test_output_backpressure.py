@@ -22,6 +22,7 @@ from stretch.generate import tweets
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
 from stretch.vsn import RuntimeSettings, _instance, setup
+from stretch.vsn.pipeline import Pipeline
 from tests import streams
 from tests.vsn.support import no_thread_leak, run_schedule
 from tests.vsn.test_panes import AGGREGATES, MAX_PARALLELISM, schedules, windows
@@ -153,3 +154,41 @@ def test_expiry_in_small_pieces_equals_sn(
         patch.setattr(_instance, "OUTPUT_PIECE_ROWS", piece)
         out, _ = run_schedule(op, [table], m, MAX_PARALLELISM, schedule)
     assert out.equals(expected)
+
+
+def test_a_pipeline_restored_with_a_full_log_reports_its_watermark() -> None:
+    """The snapshot's D at once: a sharded reader cuts at the shards' common watermark,
+    and a full log takes nothing until it reads, so -inf there would wait for ever."""
+    params = {"wa": 1000, "ws": 20_000}
+    (table,) = tweets(1500, 100.0, seed=3)
+    expected = _reference(params, table, 1)
+    settings = RuntimeSettings(capacity=1024, max_uncommitted_rows=LIMIT)
+    op = build("wordcount", params)
+    pipeline = setup(op, 1, 1, settings=settings, compiled=True)
+    try:
+        pipeline.add(0, table)
+        pipeline.close()
+        deadline = time.monotonic() + DEADLINE_S
+        while pipeline.output_status().end_offset < LIMIT and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)
+        snapshot = pipeline.snapshot()
+    finally:
+        pipeline.shutdown()
+    watermark = snapshot.output.complete_before
+    assert watermark > -(2**63 - 1)
+    restored = Pipeline.restore(op, snapshot, settings)
+    try:
+        status = restored.output_status()
+        assert (status.watermark, status.end_offset) == (watermark, snapshot.output.rows.num_rows)
+        cut = restored.output_cut(watermark)  # what a sharded reader may read now
+        assert cut > 0
+        parts, offset = [], 0
+        while not restored.output_status().finished or offset < expected.num_rows:
+            assert time.monotonic() < deadline, "the restored output did not go on"
+            part, offset = restored.output(offset, max_rows=200, wait_s=0.05)
+            parts.append(part)
+            restored.commit(offset)
+        assert pa.concat_tables(parts).equals(expected)
+    finally:
+        restored.shutdown()
