@@ -122,7 +122,7 @@ def check_options(port: int, state_dir: str | Path | None, checkpoint_interval_s
         raise ValueError(msg)
 
 
-PARENT_CHECK_INTERVAL_S = 1.0
+PARENT_CHECK_INTERVAL_S = 0.5
 """How often ``--parent-pid`` looks whether the parent is gone: a server stops within ~1 s."""
 
 

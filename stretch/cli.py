@@ -745,8 +745,8 @@ def _pipeline(args: argparse.Namespace) -> int:
         [
             ("--parallelism", args.parallelism),
             ("--files-per-trigger", args.files_per_trigger),
-            ("--trigger-rows", args.trigger_rows or 1),
-            ("--sidecars", args.sidecars or 1),
+            ("--trigger-rows", 1 if args.trigger_rows is None else args.trigger_rows),
+            ("--sidecars", 1 if args.sidecars is None else args.sidecars),
             ("--max-parallelism", 1 if args.max_parallelism is None else args.max_parallelism),
         ]
     )

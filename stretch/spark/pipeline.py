@@ -428,6 +428,7 @@ class _Progress:
         self._out = out
         self._started = started
         self._last = started
+        self._said = ""  # the last line's figures
 
     def tick(self) -> None:
         """Print a line if the last one is ``PROGRESS_S`` old."""
@@ -436,16 +437,22 @@ class _Progress:
         with _client(self._config) as client:
             self.line(client.status(self._config.name))
 
-    def line(self, status: Mapping[str, Any]) -> None:
-        """Print a line now, from the operator's ``status``."""
-        self._last = time.monotonic()
+    def line(self, status: Mapping[str, Any], *, if_new: bool = False) -> None:
+        """Print a line now, from the operator's ``status``.
+
+        With ``if_new`` only if it says something the last line did not (the final line
+        after a tick that just printed the same figures).
+        """
         rows_in = sum(int(s["tuples_in"]) for s in status["sources"])
-        self._out.write(
-            f"[{self._last - self._started:7.1f} s] in: "
-            f"{sum(_batches(q) for q in self._writers)} micro-batches, {rows_in} rows; "
+        said = (
+            f"in: {sum(_batches(q) for q in self._writers)} micro-batches, {rows_in} rows; "
             f"out: {_batches(self._reader)} micro-batches, "
-            f"{status['output']['end_offset']} rows; parallelism {status['parallelism']}\n"
+            f"{status['output']['end_offset']} rows; parallelism {status['parallelism']}"
         )
+        if if_new and said == self._said:
+            return
+        self._last, self._said = time.monotonic(), said
+        self._out.write(f"[{self._last - self._started:7.1f} s] {said}\n")
         self._out.flush()
 
 
@@ -522,7 +529,7 @@ def _run(
             status = _wait_finished(client, config.name)
             reconfigurations = client.reconfigurations(config.name)
         _caught_up(reader, int(status["output"]["end_offset"]), progress)
-        progress.line(status)
+        progress.line(status, if_new=True)
     finally:
         for query in [*writers, reader]:
             if query.isActive:

@@ -112,6 +112,8 @@ def test_a_missing_column_is_named_with_the_expected_columns(tmp_path: Path) -> 
     [
         (["--max-parallelism", "0"], "--max-parallelism must be >= 1, got 0"),
         (["--parallelism", "4", "--max-parallelism", "2"], "--parallelism 4 is above"),
+        (["--sidecars", "0"], "--sidecars must be >= 1, got 0"),  # was a traceback, exit 1
+        (["--trigger-rows", "0"], "--trigger-rows must be >= 1, got 0"),  # was "no cap"
     ],
 )
 def test_pool_flags_are_named_before_a_sidecar_starts(
