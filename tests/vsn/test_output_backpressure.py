@@ -31,12 +31,21 @@ __all__ = ["no_thread_leak"]  # the fixture, used by every test here
 
 DEADLINE_S = 60.0
 LIMIT = 500
+PARAMS = {"wa": 1000, "ws": 20_000}  # every tweet's words go out in 20 windows
+GATES = 1024
+"""Nodes each gate holds: ESG_out fills soon after the log, and the instances wait."""
 
 
-def _reference(op_params: dict[str, int], table: pa.Table, m: int) -> pa.Table:
-    pipeline = setup(build("wordcount", op_params), m, m, compiled=True)
+def _tweets() -> pa.Table:
+    (table,) = tweets(1500, 100.0, seed=3)
+    return table
+
+
+def _reference(m: int) -> pa.Table:
+    """The whole output, with no limit."""
+    pipeline = setup(build("wordcount", PARAMS), m, m, compiled=True)
     try:
-        pipeline.add(0, table)
+        pipeline.add(0, _tweets())
         pipeline.close()
         assert pipeline.join(DEADLINE_S)
         return pipeline.output()[0]
@@ -44,24 +53,41 @@ def _reference(op_params: dict[str, int], table: pa.Table, m: int) -> pa.Table:
         pipeline.shutdown()
 
 
+def _paused(m: int, settings: RuntimeSettings) -> Pipeline:
+    """A pipeline given all the input at once (the log is empty), once its log is full."""
+    pipeline = setup(build("wordcount", PARAMS), m, m, settings=settings, compiled=True)
+    pipeline.add(0, _tweets())
+    pipeline.close()
+    deadline = time.monotonic() + DEADLINE_S
+    while pipeline.output_status().end_offset < LIMIT and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return pipeline
+
+
+def _read_from(pipeline: Pipeline, offset: int, end: int) -> tuple[pa.Table, int]:
+    """Read and commit 200 rows at a time to ``end``: the rows, and the most held."""
+    deadline = time.monotonic() + DEADLINE_S
+    parts, most = [], 0
+    while not pipeline.output_status().finished or offset < end:
+        assert time.monotonic() < deadline, "the output did not go on"
+        part, offset = pipeline.output(
+            max(offset, pipeline.output_status().start_offset), max_rows=200, wait_s=0.05
+        )
+        parts.append(part)
+        pipeline.commit(offset)
+        status = pipeline.output_status()
+        most = max(most, status.end_offset - status.start_offset)
+    return pa.concat_tables(parts), most
+
+
 @pytest.mark.parametrize("m", [1, 2])
 def test_full_log_pauses_output_until_commits(m: int) -> None:
-    params = {"wa": 1000, "ws": 20_000}  # every tweet's words go out in 20 windows
-    (table,) = tweets(1500, 100.0, seed=3)
-    expected = _reference(params, table, m)
+    expected = _reference(m)
     one_ts = max(Counter(expected.column("ts").to_pylist()).values())
     assert expected.num_rows > 10 * (LIMIT + one_ts)  # the input makes far more than fits
-    # Gates of 1,024 nodes: ESG_out fills soon after the log, and the instances wait.
-    settings = RuntimeSettings(capacity=1024, max_uncommitted_rows=LIMIT)
-    pipeline = setup(build("wordcount", params), m, m, settings=settings, compiled=True)
+    pipeline = _paused(m, RuntimeSettings(capacity=GATES, max_uncommitted_rows=LIMIT))
     try:
-        pipeline.add(0, table)  # admitted at once: the log is empty
-        pipeline.close()
-        # Unread, the log fills to the limit and the output stops there.
-        deadline = time.monotonic() + DEADLINE_S
-        while pipeline.output_status().end_offset < LIMIT and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.3)
+        time.sleep(0.3)  # unread, the output stops at the limit
         status = pipeline.output_status()
         assert LIMIT <= status.end_offset <= LIMIT + one_ts
         assert not status.finished
@@ -69,18 +95,10 @@ def test_full_log_pauses_output_until_commits(m: int) -> None:
         time.sleep(0.3)
         parked = sum(instance.parked_ns for instance in pipeline._pool.instances)
         assert parked >= 0.25e9  # counted apart from busy: a slow reader is no load
-        # Read and commit a little at a time: it resumes, never holding more.
-        parts, offset, most = [], 0, 0
-        while not pipeline.output_status().finished or offset < status.end_offset:
-            assert time.monotonic() < deadline, "the output did not resume"
-            part, offset = pipeline.output(offset, max_rows=200, wait_s=0.05)
-            parts.append(part)
-            pipeline.commit(offset)
-            status = pipeline.output_status()
-            most = max(most, status.end_offset - status.start_offset)
+        rows, most = _read_from(pipeline, 0, expected.num_rows)  # it resumes, holding no more
         assert most <= LIMIT + one_ts
         assert pipeline._pool.output_room.is_set()
-        assert pa.concat_tables(parts).equals(expected)
+        assert rows.equals(expected)
         assert pipeline.join(DEADLINE_S)
     finally:
         pipeline.shutdown()
@@ -89,41 +107,44 @@ def test_full_log_pauses_output_until_commits(m: int) -> None:
 def test_a_commit_beyond_a_full_log_lets_the_output_go_on() -> None:
     """A restore re-applies a reader's commit before the output reaches it (a full log
     from the checkpoint, the reader further on): the output goes on to it, not paused."""
-    params = {"wa": 1000, "ws": 20_000}
-    (table,) = tweets(1500, 100.0, seed=3)
-    expected = _reference(params, table, 1)
-    settings = RuntimeSettings(max_uncommitted_rows=LIMIT)
-    pipeline = setup(build("wordcount", params), 1, 1, settings=settings, compiled=True)
+    expected = _reference(1)
+    pipeline = _paused(1, RuntimeSettings(max_uncommitted_rows=LIMIT))
     try:
-        pipeline.add(0, table)
-        pipeline.close()
-        deadline = time.monotonic() + DEADLINE_S
-        while pipeline.output_status().end_offset < LIMIT and time.monotonic() < deadline:
-            time.sleep(0.01)
         further = 3 * expected.num_rows // 4
         assert pipeline.output_status().end_offset < further
         pipeline.commit(further, when_produced=True)
-        parts, offset = [], further
-        while not pipeline.output_status().finished or offset < expected.num_rows:
-            assert time.monotonic() < deadline, "the output did not go on"
-            part, offset = pipeline.output(max(offset, pipeline.output_status().start_offset),
-                                           wait_s=0.05)  # fmt: skip
-            parts.append(part)
-            pipeline.commit(offset)
-        assert pa.concat_tables(parts).equals(expected.slice(further))
+        rows, _ = _read_from(pipeline, further, expected.num_rows)
+        assert rows.equals(expected.slice(further))
     finally:
         pipeline.shutdown()
 
 
+def test_a_pipeline_restored_with_a_full_log_reports_its_watermark() -> None:
+    """The snapshot's D at once: a sharded reader cuts at the shards' common watermark,
+    and a full log takes nothing until it reads, so -inf there would wait for ever."""
+    expected = _reference(1)
+    settings = RuntimeSettings(capacity=GATES, max_uncommitted_rows=LIMIT)
+    pipeline = _paused(1, settings)
+    try:
+        time.sleep(0.1)
+        snapshot = pipeline.snapshot()
+    finally:
+        pipeline.shutdown()
+    watermark = snapshot.output.complete_before
+    assert watermark > -(2**63 - 1)
+    restored = Pipeline.restore(build("wordcount", PARAMS), snapshot, settings)
+    try:
+        status = restored.output_status()
+        assert (status.watermark, status.end_offset) == (watermark, snapshot.output.rows.num_rows)
+        assert restored.output_cut(watermark) > 0  # what a sharded reader may read now
+        rows, _ = _read_from(restored, 0, expected.num_rows)
+        assert rows.equals(expected)
+    finally:
+        restored.shutdown()
+
+
 def test_stopping_a_paused_pipeline_ends_its_threads() -> None:
-    (table,) = tweets(1500, 100.0, seed=3)
-    settings = RuntimeSettings(max_uncommitted_rows=LIMIT)
-    pipeline = setup(build("wordcount", {"wa": 1000, "ws": 20_000}), 2, 2, settings=settings)
-    pipeline.add(0, table)
-    pipeline.close()
-    deadline = time.monotonic() + DEADLINE_S
-    while pipeline.output_status().end_offset < LIMIT and time.monotonic() < deadline:
-        time.sleep(0.01)
+    pipeline = _paused(2, RuntimeSettings(max_uncommitted_rows=LIMIT))
     assert not pipeline.output_status().finished
     started = time.monotonic()
     pipeline.shutdown()
@@ -154,41 +175,3 @@ def test_expiry_in_small_pieces_equals_sn(
         patch.setattr(_instance, "OUTPUT_PIECE_ROWS", piece)
         out, _ = run_schedule(op, [table], m, MAX_PARALLELISM, schedule)
     assert out.equals(expected)
-
-
-def test_a_pipeline_restored_with_a_full_log_reports_its_watermark() -> None:
-    """The snapshot's D at once: a sharded reader cuts at the shards' common watermark,
-    and a full log takes nothing until it reads, so -inf there would wait for ever."""
-    params = {"wa": 1000, "ws": 20_000}
-    (table,) = tweets(1500, 100.0, seed=3)
-    expected = _reference(params, table, 1)
-    settings = RuntimeSettings(capacity=1024, max_uncommitted_rows=LIMIT)
-    op = build("wordcount", params)
-    pipeline = setup(op, 1, 1, settings=settings, compiled=True)
-    try:
-        pipeline.add(0, table)
-        pipeline.close()
-        deadline = time.monotonic() + DEADLINE_S
-        while pipeline.output_status().end_offset < LIMIT and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.1)
-        snapshot = pipeline.snapshot()
-    finally:
-        pipeline.shutdown()
-    watermark = snapshot.output.complete_before
-    assert watermark > -(2**63 - 1)
-    restored = Pipeline.restore(op, snapshot, settings)
-    try:
-        status = restored.output_status()
-        assert (status.watermark, status.end_offset) == (watermark, snapshot.output.rows.num_rows)
-        cut = restored.output_cut(watermark)  # what a sharded reader may read now
-        assert cut > 0
-        parts, offset = [], 0
-        while not restored.output_status().finished or offset < expected.num_rows:
-            assert time.monotonic() < deadline, "the restored output did not go on"
-            part, offset = restored.output(offset, max_rows=200, wait_s=0.05)
-            parts.append(part)
-            restored.commit(offset)
-        assert pa.concat_tables(parts).equals(expected)
-    finally:
-        restored.shutdown()
