@@ -486,7 +486,8 @@ def run_pipeline(
     out.write(
         f"{'created' if created else 'continuing'} {config.name!r} ({config.operator}) on "
         f"{config.url}; {len(feeds)} source(s) from "
-        f"{', '.join(str(f.directory) for f in feeds)} (files in name order)\n"
+        f"{', '.join(str(f.directory) for f in feeds)} (files in name order)"
+        f"{'' if created else '; rows below count every run, micro-batches this one'}\n"
     )
     try:
         return _run(spark, config, out, feeds, created, started)

@@ -64,7 +64,9 @@ def test_two_sidecars_give_replays_output_and_a_rerun_adds_nothing(
     # The sidecars stop with the job and restore their operators at the rerun; the writers
     # and the reader continue from their checkpoints: no row is added or doubled.
     assert main(args) == 0
-    assert "continuing 'pipeline-scalejoin'" in capsys.readouterr().out
+    rerun = capsys.readouterr().out
+    assert "continuing 'pipeline-scalejoin'" in rerun
+    assert "rows below count every run, micro-batches this one" in rerun
     again = read_output(spark, tmp_path / "out")  # type: ignore[arg-type]
     assert again.cast(expected.schema).equals(expected)
 
