@@ -15,8 +15,8 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict
 from typing import Any
 
-from stretch.api.durability import JournalWriter
 from stretch.api.errors import NotFoundError
+from stretch.api.operator_journal import JournalWriter
 from stretch.controller import Autoscaler, PolicyConfig, autoscale
 from stretch.errors import OperatorError
 from stretch.vsn import Pipeline

@@ -28,11 +28,11 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from stretch.api.autoscaler import OperatorAutoscaler
-from stretch.api.durability import JournalWriter, OperatorJournal
 from stretch.api.errors import NotFoundError, TooLargeError
 from stretch.api.latency import ArrivalClock, LatencyObserver
 from stretch.api.limits import ServiceLimits
 from stretch.api.metrics import ServiceMetrics
+from stretch.api.operator_journal import JournalWriter, OperatorJournal
 from stretch.api.schemas import CheckpointInfo
 from stretch.api.source_counters import SourceCounters
 from stretch.errors import LateTupleError

@@ -3,8 +3,10 @@
 A checkpoint (``checkpoint``) holds the operator's requests only while the journal rotates
 and the pipeline's snapshot and the service's state (``service_state``: each source's
 counters, batch ids and writers, and the autoscaler's config) are copied; the files
-(``api.durability``) are written after. A restore (``api.registry``) builds the pipeline
-from the checkpoint, takes the service's state back (``restore_service_state``) and then
+(``api.durability``, ``api.operator_journal``) are written after, the snapshot and the
+service's state as metadata and tables (``checkpoint_contents``). A restore (``restore``,
+run by ``api.registry`` at start) builds the pipeline from the checkpoint
+(``snapshot_of``), takes the service's state back (``restore_service_state``) and then
 applies each journal record after it again (``replay``), before any request.
 """
 
@@ -17,14 +19,28 @@ from typing import Any
 
 import pyarrow as pa
 
-from stretch.api.durability import checkpoint_contents
+from stretch.api.durability import StateDirectory
 from stretch.api.errors import ConflictError
+from stretch.api.limits import ServiceLimits
+from stretch.api.metrics import ServiceMetrics
+from stretch.api.operator_journal import decode_record
+from stretch.api.operator_spec import build_instance, managed_operator, runtime_settings
 from stretch.api.operators import ManagedOperator
 from stretch.api.schemas import CheckpointInfo
 from stretch.controller import PolicyConfig
-from stretch.errors import StretchError
+from stretch.durable import Checkpoint
+from stretch.errors import DamagedStateError, StretchError
+from stretch.vsn import OutputSnapshot, Pipeline, PipelineSnapshot, Shard, SourceSnapshot, setup
 
-__all__ = ["checkpoint", "replay", "restore_service_state", "service_state"]
+__all__ = [
+    "checkpoint",
+    "checkpoint_contents",
+    "replay",
+    "restore",
+    "restore_service_state",
+    "service_state",
+    "snapshot_of",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +97,120 @@ def service_state(managed: ManagedOperator) -> dict[str, Any]:
         "sources": [counters.state() for counters in managed.sources],
         "autoscale": None if config is None else asdict(config),
     }
+
+
+def checkpoint_contents(
+    snapshot: PipelineSnapshot, service: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, pa.Table]]:
+    """A pipeline snapshot and the service's state as checkpoint metadata and tables."""
+    tables = {"output": snapshot.output.rows}
+    for i, source in enumerate(snapshot.sources):
+        tables[f"source-{i}-rows"] = source.rows
+        tables[f"source-{i}-held"] = source.held
+    meta = {
+        "pipeline": {
+            "epoch": snapshot.epoch,
+            "parallelism": snapshot.parallelism,
+            "max_parallelism": snapshot.max_parallelism,
+            "mapping": list(snapshot.mapping),
+            "horizon_ts": snapshot.horizon_ts,
+            "sources": [
+                {
+                    "first_seq": s.first_seq,
+                    "released": s.released,
+                    "closed": s.closed,
+                    "allowed_lateness_ms": s.allowed_lateness_ms,
+                }
+                for s in snapshot.sources
+            ],
+            "output": {
+                "start_offset": snapshot.output.start_offset,
+                "complete_before": snapshot.output.complete_before,
+                "commits": snapshot.output.commits,
+                "finished": snapshot.output.finished,
+            },
+        },
+        "service": service,
+    }
+    return meta, tables
+
+
+def snapshot_of(checkpoint: Checkpoint) -> PipelineSnapshot:
+    """The pipeline snapshot a checkpoint holds.
+
+    Raises:
+        DamagedStateError: its metadata does not describe a snapshot.
+
+    """
+    try:
+        meta = checkpoint.meta["pipeline"]
+        output = meta["output"]
+        return PipelineSnapshot(
+            epoch=int(meta["epoch"]),
+            parallelism=int(meta["parallelism"]),
+            max_parallelism=int(meta["max_parallelism"]),
+            mapping=tuple(int(g) for g in meta["mapping"]),
+            sources=tuple(
+                SourceSnapshot(
+                    first_seq=int(s["first_seq"]),
+                    rows=checkpoint.tables[f"source-{i}-rows"],
+                    held=checkpoint.tables[f"source-{i}-held"],
+                    released=int(s["released"]),
+                    closed=bool(s["closed"]),
+                    allowed_lateness_ms=int(s["allowed_lateness_ms"]),
+                )
+                for i, s in enumerate(meta["sources"])
+            ),
+            output=OutputSnapshot(
+                start_offset=int(output["start_offset"]),
+                rows=checkpoint.tables["output"],
+                complete_before=int(output["complete_before"]),
+                commits={str(k): int(v) for k, v in output["commits"].items()},
+                finished=bool(output["finished"]),
+            ),
+            horizon_ts=meta["horizon_ts"],
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        msg = f"checkpoint {checkpoint.lsn}: its metadata is not a pipeline snapshot ({exc!r})"
+        raise DamagedStateError(msg) from exc
+
+
+def restore(
+    state: StateDirectory, name: str, metrics: ServiceMetrics, limits: ServiceLimits
+) -> ManagedOperator:
+    """An operator as its files leave it: latest checkpoint, then the journal after.
+
+    Raises:
+        DamagedStateError: a file is damaged (named in the message).
+        StretchError: the operator cannot be built (e.g. a custom operator that is
+            not registered in this process) or does not take its journal.
+
+    """
+    stored = state.read(name)
+    spec = stored.spec
+    op = build_instance(name, spec["operator"], spec["params"])
+    shard = spec.get("shard")
+    settings = runtime_settings(
+        limits,
+        spec["capacity"],
+        spec["allowed_lateness_ms"],
+        None if shard is None else Shard(*shard),
+    )
+    if stored.checkpoint is not None:
+        pipeline = Pipeline.restore(op, snapshot_of(stored.checkpoint), settings)
+    else:
+        pipeline = setup(op, spec["parallelism"], spec["max_parallelism"], settings=settings)
+    managed = managed_operator(name, spec, pipeline, metrics, limits)
+    try:
+        if stored.checkpoint is not None:
+            restore_service_state(managed, stored.checkpoint.meta["service"])
+        for _, payload in stored.records.records:
+            replay(managed, *decode_record(payload))
+        managed.journal = state.reopen(stored)
+    except BaseException:
+        managed.shutdown()
+        raise
+    return managed
 
 
 def restore_service_state(managed: ManagedOperator, state: dict[str, Any]) -> None:

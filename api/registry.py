@@ -3,12 +3,13 @@
 Without a state directory operators live in memory only. With one
 (``stretch serve --state-dir DIR``, ``api.durability``), creating an operator writes its
 spec first, every change is journaled, a checkpointer thread checkpoints each changed
-operator every ``checkpoint_interval_s``, and ``restore`` (run once at start, in the
-background) brings every kept operator back: its latest checkpoint, then the journal
-after it. While that runs the operators being restored answer 503; an operator whose
-files are damaged or missing stays out of service (503 naming the file, listed as
-failed) until it is deleted. The service's limits apply to creates: a restart with lower
-ones restores every kept operator and logs a warning.
+operator every ``checkpoint_interval_s``, and a restore (run once at start, in the
+background; each operator by ``api.recovery.restore``) brings every kept operator back:
+its latest checkpoint, then the journal after it. While that runs the operators being
+restored answer 503; an operator whose files are damaged or missing stays out of service
+(503 naming the file, listed as failed) until it is deleted. The service's limits apply
+to creates: a restart with lower ones restores every kept operator and logs a warning.
+What an operator is built from, at a create and at a restore, is ``api.operator_spec``.
 """
 
 from __future__ import annotations
@@ -17,31 +18,26 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any, Literal
 
-from stretch.api.durability import StateDirectory, decode_record, snapshot_of
+from stretch.api.durability import StateDirectory
 from stretch.api.errors import ConflictError, LimitError, NotFoundError, UnavailableError
 from stretch.api.limits import ServiceLimits
 from stretch.api.memory import release_memory
 from stretch.api.metrics import OperatorSnapshot, ServiceMetrics
+from stretch.api.operator_spec import build_instance, managed_operator, runtime_settings
 from stretch.api.operators import ManagedOperator
-from stretch.api.recovery import checkpoint, replay, restore_service_state
+from stretch.api.recovery import checkpoint, restore
 from stretch.api.status import operator_snapshot
 from stretch.controller import PolicyConfig
 from stretch.errors import OperatorError, StretchError
-from stretch.model.oplus import OPlus
-from stretch.operators.catalog import CATALOG, build
-from stretch.vsn import Pipeline, RuntimeSettings, Shard, setup
+from stretch.vsn import Shard, setup
 
 __all__ = ["DEFAULT_MAX_PARALLELISM", "OperatorRegistry"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_PARALLELISM = 4
-
-MAX_PENDING_RECONFIGURATIONS = 100
-"""Reconfigurations of one operator that may wait for their barrier; more get 429."""
 
 DEFAULT_CHECKPOINT_INTERVAL_S = 10.0
 
@@ -113,7 +109,7 @@ class OperatorRegistry:
                 return
             started = time.perf_counter()
             try:
-                managed = self._restore(name)
+                managed = restore(self.state, name, self._metrics, self.limits)
             except StretchError as exc:
                 logger.error("operator %r was not restored: %s", name, exc)  # noqa: TRY400
                 with self._lock:
@@ -150,39 +146,6 @@ class OperatorRegistry:
                 threads,
                 limits.max_pool_threads,
             )
-
-    def _restore(self, name: str) -> ManagedOperator:
-        """An operator as its files leave it: latest checkpoint, then the journal after.
-
-        Raises:
-            DamagedStateError: a file is damaged (named in the message).
-            StretchError: the operator cannot be built (e.g. a custom operator that is
-                not registered in this process) or does not take its journal.
-
-        """
-        assert self.state is not None
-        stored = self.state.read(name)
-        spec = stored.spec
-        op = build_instance(name, spec["operator"], spec["params"])
-        shard = spec.get("shard")
-        settings = self._settings(
-            spec["capacity"], spec["allowed_lateness_ms"], None if shard is None else Shard(*shard)
-        )
-        if stored.checkpoint is not None:
-            pipeline = Pipeline.restore(op, snapshot_of(stored.checkpoint), settings)
-        else:
-            pipeline = setup(op, spec["parallelism"], spec["max_parallelism"], settings=settings)
-        managed = self._managed(name, spec, pipeline)
-        try:
-            if stored.checkpoint is not None:
-                restore_service_state(managed, stored.checkpoint.meta["service"])
-            for _, payload in stored.records.records:
-                replay(managed, *decode_record(payload))
-            managed.journal = self.state.reopen(stored)
-        except BaseException:
-            managed.shutdown()
-            raise
-        return managed
 
     def shutdown(self) -> None:
         """Stop checkpointing and every operator, then release the state directory.
@@ -248,9 +211,8 @@ class OperatorRegistry:
             op = build_instance(name, operator, params)
             n = max_parallelism or max(parallelism, DEFAULT_MAX_PARALLELISM)
             self._check_limits(name, n)
-            pipeline = setup(
-                op, parallelism, n, settings=self._settings(capacity, allowed_lateness_ms, shard)
-            )
+            settings = runtime_settings(self.limits, capacity, allowed_lateness_ms, shard)
+            pipeline = setup(op, parallelism, n, settings=settings)
             spec = {
                 "name": name,
                 "operator": operator,
@@ -261,7 +223,7 @@ class OperatorRegistry:
                 "allowed_lateness_ms": allowed_lateness_ms,
                 "shard": None if shard is None else [shard.index, shard.count],
             }
-            managed = self._managed(name, spec, pipeline)
+            managed = managed_operator(name, spec, pipeline, self._metrics, self.limits)
             try:
                 if self.state is not None:
                     managed.journal = self.state.create(name, spec)
@@ -275,31 +237,6 @@ class OperatorRegistry:
             self._operators[name] = managed
         logger.info("started operator %r (%s, m=%d, n=%d)", name, operator, parallelism, n)
         return managed
-
-    def _settings(
-        self, capacity: int, allowed_lateness_ms: int, shard: Shard | None
-    ) -> RuntimeSettings:
-        return RuntimeSettings(
-            shard=shard,
-            capacity=capacity,
-            allowed_lateness_ms=allowed_lateness_ms,
-            max_held_rows=self.limits.max_held_rows,
-            max_uncommitted_rows=self.limits.max_uncommitted_rows,
-            refuse_behind_backlog=True,
-            max_pending_reconfigurations=MAX_PENDING_RECONFIGURATIONS,
-        )
-
-    def _managed(self, name: str, spec: Mapping[str, Any], pipeline: Pipeline) -> ManagedOperator:
-        return ManagedOperator(
-            name,
-            spec["operator"],
-            spec["params"],
-            pipeline,
-            spec["capacity"],
-            self._metrics,
-            self.limits,
-            one_stream=CATALOG[spec["operator"]].one_stream,
-        )
 
     def _check_limits(self, name: str, n: int) -> None:
         """Raise ``LimitError`` if operator ``name`` of pool size n passes a limit."""
@@ -400,13 +337,3 @@ class OperatorRegistry:
                 "failed": dict(self._failed),
                 "checkpoint_interval_s": self.checkpoint_interval_s,
             }
-
-
-def build_instance(name: str, operator: str, params: Mapping[str, Any]) -> OPlus:
-    """The O+ of catalog ``operator`` named after its instance ``name``.
-
-    The runtime names its operator in every message (a late row: ``source 0 of
-    'bi-sj'``), its threads and its logs; a service may run several instances of one
-    catalog operator, so the instance's name is the one that tells them apart.
-    """
-    return replace(build(operator, params), name=name)

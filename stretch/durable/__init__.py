@@ -3,7 +3,8 @@
 It owns the files: how records are framed, checked and fsync'd (``Journal``,
 ``read_journal``) and how a checkpoint's tables and metadata are written atomically and
 verified (``CheckpointStore``). It does not know what the records mean: the service
-(``api.durability``) decides what it logs and how it restores an operator from it.
+(``api.operator_journal``, ``api.recovery``) decides what it logs and how it restores an
+operator from it.
 Damage other than a torn last record raises ``DamagedStateError`` naming the file.
 """
 
