@@ -487,7 +487,7 @@ def run_pipeline(
         f"{'created' if created else 'continuing'} {config.name!r} ({config.operator}) on "
         f"{config.url}; {len(feeds)} source(s) from "
         f"{', '.join(str(f.directory) for f in feeds)} (files in name order)"
-        f"{'' if created else '; rows below count every run, micro-batches this one'}\n"
+        f"{'' if created else '; the rows counted below include the earlier runs'}\n"
     )
     try:
         return _run(spark, config, out, feeds, created, started)

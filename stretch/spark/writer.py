@@ -41,6 +41,8 @@ BATCH_ID = "streaming.sql.batchId"
 
 _MS_PER_UNIT = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
 _RECONNECT = (httpx.NetworkError, httpx.RemoteProtocolError)
+"""Transport errors a kept connection the sidecar closed gives (the client raises them as
+``SidecarUnreachableError``, their cause)."""
 T = TypeVar("T")
 
 _clients: dict[tuple[str, str | None], StretchClient | ShardedClient] = {}
@@ -66,7 +68,9 @@ def _with_client(options: WriterOptions, call: Callable[[StretchClient | Sharded
                 client = _clients[key] = options.client()
         try:
             return call(client)
-        except _RECONNECT:
+        except httpx.TransportError as exc:
+            if not isinstance(exc.__cause__ or exc, _RECONNECT):
+                raise
             with _clients_lock:
                 if _clients.get(key) is client:
                     del _clients[key]

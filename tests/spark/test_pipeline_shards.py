@@ -66,7 +66,7 @@ def test_two_sidecars_give_replays_output_and_a_rerun_adds_nothing(
     assert main(args) == 0
     rerun = capsys.readouterr().out
     assert "continuing 'pipeline-scalejoin'" in rerun
-    assert "rows below count every run, micro-batches this one" in rerun
+    assert "the rows counted below include the earlier runs" in rerun
     again = read_output(spark, tmp_path / "out")  # type: ignore[arg-type]
     assert again.cast(expected.schema).equals(expected)
 
