@@ -120,6 +120,12 @@ class CommitAccepted(BaseModel):
     accepted: int = Field(description="rows added to the source")
     dropped: int = Field(description="late rows dropped (late_rows=drop)")
     duplicate: bool = Field(description="the batch was committed before: nothing changed")
+    first_of_writer: bool = Field(
+        default=False,
+        description="the source had no earlier batch of this writer: with a batch id above "
+        "0 the writer's earlier batches are not in this operator (e.g. a sidecar that "
+        "restarted without --state-dir; the writer then needs a new checkpoint)",
+    )
 
 
 @dataclass
@@ -235,6 +241,7 @@ class StagingStore:
             table = pa.concat_tables(tables) if tables else schema.empty_table()
             if body.allowed_lateness_ms is not None:
                 managed.set_allowed_lateness(source, body.allowed_lateness_ms)
+            first = managed.committed_batch(source, writer) < 0
             try:
                 admission, duplicate = managed.add_batch(
                     source, None, table, body.late_rows, writer=(writer, batch)
@@ -245,7 +252,10 @@ class StagingStore:
                 raise
             self._discard_through(state, writer, batch)
         return CommitAccepted(
-            accepted=admission.accepted, dropped=admission.dropped, duplicate=duplicate
+            accepted=admission.accepted,
+            dropped=admission.dropped,
+            duplicate=duplicate,
+            first_of_writer=first and not duplicate,
         )
 
     def abort(self, managed: ManagedOperator, source: int, writer: str, batch: int) -> None:

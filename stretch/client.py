@@ -366,7 +366,9 @@ class StretchClient:
         """Add the staged ``parts``, in this order, as one batch of ``source``.
 
         Returns:
-            ``{"accepted": rows added, "dropped": late rows dropped, "duplicate": bool}``.
+            ``{"accepted": rows added, "dropped": late rows dropped, "duplicate": bool,
+            "first_of_writer": bool}`` (the last: the source had no earlier batch of this
+            writer).
 
         Raises:
             CapacityError: the ingest buffer was still full after ``retry_s`` seconds.

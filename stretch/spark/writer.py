@@ -214,6 +214,17 @@ class StretchStreamWriter(DataSourceStreamArrowWriter):
                 retry_s=self.options.retry_ms / 1000,
             ),
         )
+        if answer.get("first_of_writer") and batchId > 0:
+            logger.warning(
+                "%s: the operator had no batch of writer %s before its micro-batch %d: if "
+                "the sidecar restarted without --state-dir, micro-batches 0..%d of this "
+                "query are not in it; restart the query with a new checkpointLocation to "
+                "send its input again (docs/spark.md, 'Restarting')",
+                self._where(),
+                writer,
+                batchId,
+                batchId - 1,
+            )
         logger.info(
             "%s: batch %d of writer %s: %d rows added, %d late rows dropped%s",
             self._where(),

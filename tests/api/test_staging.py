@@ -32,7 +32,7 @@ def test_parts_are_added_in_the_listed_order_whatever_their_arrival(
     staging = http.app.state.staging  # type: ignore[attr-defined]
     assert staging.staged_bytes == part0.nbytes + part1.nbytes
     answer = client.commit_staged("f", 0, "q-1", 0, [0, 1])
-    assert answer == {"accepted": 6, "dropped": 0, "duplicate": False}
+    assert answer == {"accepted": 6, "dropped": 0, "duplicate": False, "first_of_writer": True}
     assert staging.staged_bytes == 0
     client.close_source("f", 0)
     out = client.read_all("f", TIMEOUT_S)
@@ -51,6 +51,18 @@ def test_a_replayed_batch_is_added_once(client: StretchClient) -> None:
     client.stage_part("f", 0, "q-2", 0, 0, rows([3], [3]))
     assert client.commit_staged("f", 0, "q-2", 0, [0])["accepted"] == 1
     assert client.status("f")["sources"][0]["tuples_in"] == 3
+
+
+def test_a_writers_first_commit_says_so(client: StretchClient) -> None:
+    """A writer whose first batch here is above 0 has earlier batches elsewhere (a sidecar
+    restarted in memory): the answer says it is the first, and only the first."""
+    client.create_operator("f", "forward", FORWARD)
+    client.stage_part("f", 0, "q-1", 3, 0, rows([1, 2], [1, 2]))
+    assert client.commit_staged("f", 0, "q-1", 3, [0])["first_of_writer"] is True
+    client.stage_part("f", 0, "q-1", 4, 0, rows([3], [3]))
+    assert client.commit_staged("f", 0, "q-1", 4, [0])["first_of_writer"] is False
+    answer = client.commit_staged("f", 0, "q-1", 3, [0])
+    assert (answer["duplicate"], answer["first_of_writer"]) == (True, False)
 
 
 def test_a_missing_part_is_a_conflict_and_abort_discards(client: StretchClient) -> None:
@@ -74,7 +86,7 @@ def test_late_rows_drop_or_fail(client: StretchClient) -> None:
     assert error.value.status == 422
     client.stage_part("f", 0, "q", 1, 0, rows([5, 25, 15], [3, 4, 5]))
     answer = client.commit_staged("f", 0, "q", 1, [0], late_rows="drop")
-    assert answer == {"accepted": 1, "dropped": 2, "duplicate": False}
+    assert answer == {"accepted": 1, "dropped": 2, "duplicate": False, "first_of_writer": False}
     assert client.status("f")["sources"][0]["late_tuples"] == 2 + 2
 
 

@@ -1,4 +1,8 @@
-"""The writer's kept client: a connection the sidecar dropped is retried once on a new one."""
+"""The writer's driver side: its kept client, and what it makes of a commit's answer.
+
+A connection the sidecar dropped is retried once on a new client; a first commit of the
+writer at a micro-batch above 0 warns that the earlier ones are not in the operator.
+"""
 
 from __future__ import annotations
 
@@ -82,3 +86,32 @@ def test_a_timeout_is_not_called_again(kept: tuple[_Client, _Client, WriterOptio
     with pytest.raises(SidecarUnreachableError):
         writer._with_client(options, call)
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize(("batch", "first", "warned"), [(2, True, True), (0, True, False),
+                                                         (2, False, False)])  # fmt: skip
+def test_a_first_commit_after_micro_batch_0_warns(
+    kept: tuple[_Client, _Client, WriterOptions],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    batch: int,
+    first: bool,
+    warned: bool,
+) -> None:
+    _, fresh, _ = kept
+    answer = {"accepted": 1, "dropped": 0, "duplicate": False, "first_of_writer": first}
+    fresh_commit = SimpleNamespace(commit_staged=lambda *args, **kwargs: answer)
+    options = SimpleNamespace(
+        url=URL, token=None, client=lambda: fresh_commit, operator="j", source=0,
+        late_rows="fail", allowed_lateness_ms=None, retry_ms=1000,
+    )  # fmt: skip
+    monkeypatch.setattr(writer, "_clients", {})
+    sink = writer.StretchStreamWriter.__new__(writer.StretchStreamWriter)
+    sink.options = cast(WriterOptions, options)
+    message = writer.StagedPart(writer="q-1", batch_id=batch, part=0, rows=1)
+    with caplog.at_level("WARNING", logger=writer.logger.name):
+        sink.commit([message], batch)
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert bool(said) == warned
+    if warned:
+        assert "micro-batches 0..1 of this query are not in it" in said[0]
