@@ -18,7 +18,16 @@ import pyarrow.compute as pc
 
 from stretch.errors import SchemaError
 
-__all__ = ["CAUSE", "TS", "TS_MAX_MS", "TS_MIN_MS", "ColumnType", "Schema", "conform"]
+__all__ = [
+    "CAUSE",
+    "TS",
+    "TS_MAX_MS",
+    "TS_MIN_MS",
+    "ColumnType",
+    "Schema",
+    "conform",
+    "event_time_ms",
+]
 
 TS = "ts"
 CAUSE = "_cause"
@@ -161,10 +170,14 @@ _MS_PER_UNIT = {"s": 1000, "ms": 1}
 _UNITS_PER_MS = {"us": 1000, "ns": 1_000_000}
 
 
-def _event_time_ms(column: pa.Array, where: str) -> pa.Array:
+def event_time_ms(column: pa.Array, where: str) -> pa.Array:
     """A timestamp column (any unit, any or no time zone) as int64 ms since the epoch (UTC).
 
     Finer units are floored to the millisecond, so order is kept.
+
+    Raises:
+        SchemaError: a value in seconds is outside the int64 ms range (``where`` names it).
+
     """
     unit = column.type.unit
     raw = column.cast(pa.int64())
@@ -185,7 +198,7 @@ def _cast(column: pa.ChunkedArray, target: pa.DataType, where: str, name: str) -
         raise SchemaError(msg)
     source = column.type
     if name == TS and pa.types.is_timestamp(source):
-        return _event_time_ms(column, where)
+        return event_time_ms(column, where)
     if source == target:
         return column
     allowed = (

@@ -120,12 +120,12 @@ def late_file(files: Sequence[Path], feed: Feed, row: int) -> Path | None:
 
 def _admitting(feeds: Sequence[Feed], files_per_trigger: int) -> int | None:
     """The least lateness admitting every micro-batch of every feed (None: unknown)."""
-    try:
+    try:  # None if a file changed or went since the checks, or holds a ts beyond ms
         return max(
             admitting_lateness_ms([file_ts_range_ms(p) for p in feed.files], files_per_trigger)
             for feed in feeds
         )
-    except (OSError, ValueError, pa.ArrowException):  # a file changed or went since the checks
+    except (OSError, ValueError, pa.ArrowException, StretchError):
         return None
 
 

@@ -17,17 +17,15 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stretch.model.schema import TS
+from stretch.model.schema import TS, event_time_ms
 
 __all__ = ["admitting_lateness_ms", "file_ts_range_ms"]
 
 _UNITS_PER_MS = {"MILLIS": 1, "MICROS": 1_000, "NANOS": 1_000_000}
 """Units of a Parquet timestamp per ms, by the logical type's ``timeUnit``."""
-_ARROW = {"ms": "MILLIS", "us": "MICROS", "ns": "NANOS"}
 
 
 def file_ts_range_ms(path: Path) -> tuple[int, int] | None:
@@ -39,6 +37,7 @@ def file_ts_range_ms(path: Path) -> tuple[int, int] | None:
     Raises:
         OSError: the file cannot be read.
         pyarrow.ArrowException: it is not Parquet, or has no ``ts`` column.
+        SchemaError: a ``ts`` in seconds is outside the int64 ms range.
 
     """
     metadata = pq.read_metadata(path)
@@ -76,10 +75,9 @@ def _per_ms(logical: str) -> int | None:
 def _read_range_ms(path: Path) -> tuple[int, int] | None:
     """The ``ts`` range of a file read from its ``ts`` column."""
     values = pq.read_table(path, columns=[TS]).column(TS).combine_chunks()
-    ms = values.cast(pa.int64()).to_numpy()
     if pa.types.is_timestamp(values.type):  # floored to ms, as the source reads it
-        unit = values.type.unit
-        ms = ms * 1000 if unit == "s" else np.floor_divide(ms, _UNITS_PER_MS[_ARROW[unit]])
+        values = event_time_ms(values, str(path))
+    ms = values.cast(pa.int64()).to_numpy()
     return (int(ms.min()), int(ms.max())) if len(ms) else None
 
 

@@ -203,16 +203,19 @@ class OutputLog:
     def uncommitted(self) -> int:
         """Rows held that some reader has not committed (the log's end minus its start)."""
         with self._changed:
-            return self._end - self._base
+            return self._uncommitted()
+
+    def _uncommitted(self) -> int:
+        return self._end - self._base
 
     def wait_room(self, limit: int, timeout_s: float) -> int:
-        """Wait up to ``timeout_s`` until fewer than ``limit`` rows are uncommitted.
+        """Wait up to ``timeout_s`` until fewer than ``limit`` rows are ``uncommitted``.
 
         Returns how many more rows fit under ``limit`` (0: none yet).
         """
         with self._changed:
-            self._changed.wait_for(lambda: self._end - self._base < limit, timeout_s)
-            return max(0, limit - (self._end - self._base))
+            self._changed.wait_for(lambda: self._uncommitted() < limit, timeout_s)
+            return max(0, limit - self._uncommitted())
 
     def wait_finished(self, timeout_s: float | None) -> bool:
         """Block until the log is finished; return whether it is."""

@@ -172,7 +172,6 @@ class Pipeline:
         self._latest = first
         self._reconfigure_lock = threading.Lock()
         self._compaction_epoch = -1  # the epoch of the latest compaction requested
-        self._drained_ts = -END_OF_INPUT
         self._chain_threads: list[threading.Thread] = []
         self._drainer = threading.Thread(target=self._drain, name=f"vsn-{op.name}-out", daemon=True)
         self._pool.start()
@@ -561,6 +560,7 @@ class Pipeline:
         """
         pool = self._pool
         pending: list[OutputBlock] = []  # rows of the last ts seen, not complete yet
+        drained = -END_OF_INPUT  # every row before it is in the log
         limit = self.settings.max_uncommitted_rows
         try:
             while not pool.stopping:
@@ -579,12 +579,12 @@ class Pipeline:
                     continue
                 last = int(batch.ts[-1])
                 rows = pool.take_rows(batch.payload[batch.kind == DATA])
-                if last > self._drained_ts:
+                if last > drained:
                     open_from = int(np.searchsorted(rows.ts, last))
                     pending.append(rows.slice(0, open_from))
                     self._append_complete(pending, last)
                     pending = [rows.slice(open_from, len(rows))]
-                    self._drained_ts = pool.drained_ts = last
+                    drained = pool.drained_ts = last
                 else:
                     pending.append(rows)
                 if last == END_OF_INPUT and batch.kind[-1] != DATA:
