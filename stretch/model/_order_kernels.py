@@ -1,7 +1,8 @@
 """Numba kernels over sort keys (one column per row): ordering rows and checking order.
 
 ``order_ties`` is ``in_stream_order``'s: rows of equal ``ts`` put in order of their content;
-``keys_in_order`` checks the output's ``(ts, cause)`` keys (``OutputBlock``).
+``keys_in_order`` checks the output's ``(ts, cause)`` keys (``OutputBlock``) and
+``merge_runs`` merges sorted runs of them (the instances' output blocks).
 
 A key column holds int64s that order like the column's values, or, for a text column, the
 index of each row's string in a ``Texts`` (``kinds[c]``: the texts' row of offsets, -1 for
@@ -14,7 +15,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-__all__ = ["keys_in_order", "order_ties", "order_ties_texts"]
+__all__ = ["keys_in_order", "merge_runs", "order_ties", "order_ties_texts"]
 
 _RUN = 16  # rows insertion-sorted before merging
 _NO_OFFSETS = np.zeros((0, 1), dtype=np.int64)
@@ -55,9 +56,52 @@ def _less(
 
 
 @njit(nogil=True, cache=True)
+def _merge(
+    order: NDArray[np.int64],
+    spare: NDArray[np.int64],
+    bounds: NDArray[np.int64],
+    k: int,
+    keys: NDArray[np.int64],
+    kinds: NDArray[np.int64],
+    offsets: NDArray[np.int64],
+    data: NDArray[np.uint8],
+) -> None:
+    """Merge the sorted runs ``order[bounds[r]:bounds[r + 1]]``, r < k, into one (stable).
+
+    Pairwise, so O(n log k); a pair whose first run ends before the second starts is left
+    as it is without comparing. ``bounds`` is overwritten.
+    """
+    while k > 1:
+        for r in range(0, k - 1, 2):
+            s, m, e = bounds[r], bounds[r + 1], bounds[r + 2]
+            empty = min(m - s, e - m) == 0
+            if empty or not _less(keys, kinds, offsets, data, order[m], order[m - 1]):
+                continue  # already in order
+            i, j, o = s, m, s
+            while i < m and j < e:
+                if _less(keys, kinds, offsets, data, order[j], order[i]):
+                    spare[o] = order[j]
+                    j += 1
+                else:
+                    spare[o] = order[i]
+                    i += 1
+                o += 1
+            spare[o : o + m - i] = order[i:m]
+            o += m - i
+            spare[o : o + e - j] = order[j:e]
+            order[s:e] = spare[s:e]
+        half = (k + 1) // 2
+        for r in range(half):
+            bounds[r] = bounds[2 * r]
+        bounds[half] = bounds[k]
+        k = half
+
+
+@njit(nogil=True, cache=True)
 def _sort(
     order: NDArray[np.int64],
     spare: NDArray[np.int64],
+    bounds: NDArray[np.int64],
     a: int,
     b: int,
     keys: NDArray[np.int64],
@@ -65,34 +109,32 @@ def _sort(
     offsets: NDArray[np.int64],
     data: NDArray[np.uint8],
 ) -> None:
-    """Sort ``order[a:b]`` (row numbers) by their keys: insertion-sorted runs, then merges."""
-    for s in range(a, b, _RUN):
-        e = min(s + _RUN, b)
-        for i in range(s + 1, e):
-            row = order[i]
-            j = i - 1
-            while j >= s and _less(keys, kinds, offsets, data, row, order[j]):
-                order[j + 1] = order[j]
-                j -= 1
-            order[j + 1] = row
-    width = _RUN
-    while width < b - a:
-        for s in range(a, b, 2 * width):
-            m, e = min(s + width, b), min(s + 2 * width, b)
-            i, j, k = s, m, s
-            while i < m and j < e:
-                if _less(keys, kinds, offsets, data, order[j], order[i]):
-                    spare[k] = order[j]
-                    j += 1
-                else:
-                    spare[k] = order[i]
-                    i += 1
-                k += 1
-            spare[k : k + m - i] = order[i:m]
-            k += m - i
-            spare[k : k + e - j] = order[j:e]
-            order[s:e] = spare[s:e]
-        width *= 2
+    """Sort ``order[a:b]`` (row numbers) by their keys (stable).
+
+    The rows' ascending runs, each extended to at least ``_RUN`` rows by insertion, are
+    merged pairwise: O(n log r) for r runs, so rows that interleave a few sorted sequences
+    (several instances' output at one ``ts``) cost little more than a pass.
+    """
+    k = 0
+    s = a
+    while s < b:
+        e = s + 1
+        while e < b and not _less(keys, kinds, offsets, data, order[e], order[e - 1]):
+            e += 1
+        if e - s < _RUN:
+            e = min(s + _RUN, b)
+            for i in range(s + 1, e):
+                row = order[i]
+                j = i - 1
+                while j >= s and _less(keys, kinds, offsets, data, row, order[j]):
+                    order[j + 1] = order[j]
+                    j -= 1
+                order[j + 1] = row
+        bounds[k] = s
+        k += 1
+        s = e
+    bounds[k] = b
+    _merge(order, spare, bounds, k, keys, kinds, offsets, data)
 
 
 @njit(nogil=True, cache=True)
@@ -114,6 +156,7 @@ def order_ties_texts(
     n = ts.shape[0]
     order = np.arange(n)
     spare = np.empty(0, dtype=np.int64)
+    bounds = np.empty(0, dtype=np.int64)
     moved = False
     a = 0
     while a < n:
@@ -124,8 +167,9 @@ def order_ties_texts(
             if _less(keys, kinds, offsets, data, i, i - 1):
                 if not moved:
                     spare = np.empty(n, dtype=np.int64)
+                    bounds = np.empty(n // _RUN + 2, dtype=np.int64)
                     moved = True
-                _sort(order, spare, a, b, keys, kinds, offsets, data)
+                _sort(order, spare, bounds, a, b, keys, kinds, offsets, data)
                 break
         a = b
     return order if moved else order[:0]
@@ -146,3 +190,25 @@ def keys_in_order(keys: NDArray[np.int64]) -> bool:
         if _less(keys, kinds, _NO_OFFSETS, _NO_DATA, i + 1, i):
             return False
     return True
+
+
+@njit(nogil=True, cache=True)
+def merge_runs(keys: NDArray[np.int64], starts: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The order of the columns of ``keys``, given as sorted runs, merged (stable).
+
+    Run i is ``keys[:, starts[i]:starts[i + 1]]``, each in lexicographic order;
+    ``starts`` begins at 0 and ends at ``keys.shape[1]``. Equal keys keep their runs'
+    order. Returns an empty array when the runs are in order one after the other (O(r)
+    for r runs), else O(n log r).
+    """
+    n = keys.shape[1]
+    kinds = np.full(keys.shape[0], -1, dtype=np.int64)
+    k = starts.shape[0] - 1
+    for i in range(1, k):  # inside a run the order holds: only its first row can break it
+        b = starts[i]
+        if 0 < b < n and _less(keys, kinds, _NO_OFFSETS, _NO_DATA, b, b - 1):
+            order = np.arange(n)
+            spare = np.empty(n, dtype=np.int64)
+            _merge(order, spare, starts.copy(), k, keys, kinds, _NO_OFFSETS, _NO_DATA)
+            return order
+    return np.empty(0, dtype=np.int64)

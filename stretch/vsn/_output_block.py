@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from stretch.model._order_kernels import keys_in_order
+from stretch.model._order_kernels import keys_in_order, merge_runs, order_ties
 from stretch.model.instance import OutputRow
 from stretch.model.schema import Schema
 
@@ -115,13 +115,15 @@ class OutputBlock:
         """The rows of ``blocks`` (at least one, each sorted) in ``(ts, cause)`` order.
 
         Joined as they are when each block starts at or after the end of the one before
-        (O(n)), else sorted (O(n log n)).
+        (O(n)), else merged (O(n log b) for b blocks; equal keys keep their blocks' order).
         """
         full = [block for block in blocks if len(block)]
         joined = cls.concat(blocks)
-        if all(a.key[:, -1].tolist() <= b.key[:, 0].tolist() for a, b in pairwise(full)):
+        if len(full) <= 1:
             return joined
-        return joined.sorted()
+        starts = np.cumsum([0, *(len(block) for block in full)], dtype=np.int64)
+        order = merge_runs(joined.key, starts)
+        return joined.take(order) if len(order) else joined
 
     @staticmethod
     def in_order(blocks: Sequence[OutputBlock]) -> bool:
@@ -141,6 +143,14 @@ class OutputBlock:
     def slice(self, start: int, stop: int) -> OutputBlock:
         """Rows ``start..stop-1`` (no copy)."""
         return OutputBlock(self.key[:, start:stop], self.rows.slice(start, stop - start))
+
+    def ties_sorted(self) -> OutputBlock:
+        """The rows, in ``ts`` order already, with each run of equal ``ts`` by cause.
+
+        O(n) when they are in order, O(n log g) for runs of at most g rows otherwise.
+        """
+        order = order_ties(self.key[0], self.key[1:])
+        return self.take(order) if len(order) else self
 
     def sorted(self) -> OutputBlock:
         """The rows in ``(ts, cause)`` order (stable). O(n log n)."""

@@ -599,14 +599,15 @@ class Pipeline:
     def _append_complete(self, blocks: list[OutputBlock], complete_before: int) -> None:
         """Append complete rows, given in ESG_out order, in ``(ts, cause)`` order.
 
-        The rows of one instance are in that order already: each release is sorted and
-        holds only rows before its watermark, so a later release holds later ts (Lemma
-        2). Rows of several instances interleave. So the rows are checked (O(n)) and
-        sorted only if they are out of order. A restored pipeline drops the rows before
-        its snapshot's D: the log has them already.
+        ESG_out gives them in ``ts`` order, and the rows of one instance are in ``(ts,
+        cause)`` order already: each release is sorted and holds only rows before its
+        watermark, so a later release holds later ts (Lemma 2). Rows of several instances
+        with the same ``ts`` interleave. So the rows are checked (O(n)) and only the runs
+        of equal ``ts`` sorted by cause if they are out of order. A restored pipeline drops
+        the rows before its snapshot's D: the log has them already.
         """
         if not OutputBlock.in_order(blocks):
-            blocks = [OutputBlock.concat(blocks).sorted()]
+            blocks = [OutputBlock.concat(blocks).ties_sorted()]
         if self.settings.shard is None:
             batches = [block.rows for block in blocks]
         else:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
+from stretch.model._order_kernels import merge_runs, order_ties
 from stretch.model.order import in_stream_order
 
 
@@ -73,3 +75,55 @@ def test_long_runs_of_equal_ts_are_merged_in_order(rows: list[tuple[int, int]]) 
     assert in_stream_order(table).to_pylist() == sorted(
         table.to_pylist(), key=lambda row: (row["ts"], row["x"])
     )
+
+
+@st.composite
+def interleaved_runs(draw: st.DrawFn) -> tuple[list[list[tuple[int, int]]], list[int]]:
+    """A few sorted sequences of (key, tag) and the order in which their rows interleave."""
+    runs = [
+        sorted(draw(st.lists(st.tuples(st.integers(0, 50), st.just(r)), max_size=80)))
+        for r in range(draw(st.integers(1, 5)))
+    ]
+    picks = [r for r, run in enumerate(runs) for _ in run]
+    return runs, draw(st.permutations(picks))
+
+
+@given(interleaved_runs())
+def test_ties_of_interleaved_sorted_sequences_sort_stably(
+    case: tuple[list[list[tuple[int, int]]], list[int]],
+) -> None:
+    """Several instances' rows at one ts: sorted sequences interleaved (the drainer's case).
+
+    Equal keys keep their order of arrival, the ties' stable sort.
+    """
+    runs, picks = case
+    taken = [0] * len(runs)
+    rows = []
+    for r in picks:
+        rows.append(runs[r][taken[r]])
+        taken[r] += 1
+    keys = np.array([[key for key, _ in rows]], dtype=np.int64).reshape(1, len(rows))
+    order = order_ties(np.zeros(len(rows), dtype=np.int64), keys)
+    got = [rows[i] for i in (order if len(order) else range(len(rows)))]
+    assert got == sorted(rows, key=lambda row: row[0])  # sorted() is stable
+    assert (len(order) == 0) == (got == rows)
+
+
+@given(interleaved_runs(), st.integers(1, 3))
+def test_merge_runs_merges_sorted_runs_stably(
+    case: tuple[list[list[tuple[int, int]]], list[int]], width: int
+) -> None:
+    """Sorted runs, one after the other, merged; equal keys keep their runs' order."""
+    runs, _ = case
+    rows = [(key, r, i) for r, run in enumerate(runs) for i, (key, _) in enumerate(run)]
+    # `width` columns, coarsest first (the last is the key): ordered like the key
+    keys = np.array(
+        [[key // 10 ** (width - 1 - c) for key, _, _ in rows] for c in range(width)],
+        dtype=np.int64,
+    ).reshape(width, len(rows))
+    starts = np.cumsum([0, *(len(run) for run in runs)], dtype=np.int64)
+    order = merge_runs(keys, starts)
+    got = [rows[i] for i in (order if len(order) else range(len(rows)))]
+    expected = sorted(rows, key=lambda row: row[0])  # stable: runs' order, then in a run
+    assert got == expected
+    assert (len(order) == 0) == (expected == rows)
