@@ -59,6 +59,11 @@ OUTPUT_PIECE_ROWS = 1 << 17
 """Rows a kernel's expiry emits before the instance releases them (``_expire``); windows
 go out whole, so a piece is this plus one window at most."""
 
+FIRST_PIECE = 64
+"""The nodes an instance's kernel gets in its first call; the pieces then grow at most
+twofold a call (``_next_piece``), so a join whose window fills with matching tuples does
+not make a whole run's matches at once."""
+
 RUN_TARGET_NS = 20_000_000
 """How long a run should take: an instance takes as many tuples as fit in this time at its
 last run's pace, from ``MIN_RUN`` to ``MAX_RUN``.
@@ -79,6 +84,19 @@ run is as short as what is ready.
 def _next_run_limit(tuples: int, took_ns: int) -> int:
     """The tuples to take next, from the last run's ``tuples`` and time (``RUN_TARGET_NS``)."""
     return int(min(MAX_RUN, max(MIN_RUN, RUN_TARGET_NS * tuples // max(took_ns, 1))))
+
+
+def _next_piece(piece: int, nodes: int, rows: int) -> int:
+    """The nodes a kernel gets at once next, from the last call's ``nodes`` and output ``rows``.
+
+    A join makes its output while it processes a run (an aggregate's goes out in pieces at
+    expiry, ``_expire``), so the instance hands it as many nodes as, at the last call's
+    rows per node, make ``OUTPUT_PIECE_ROWS`` rows: a join where most pairs match holds
+    about one piece of output at a time, not a run's matches. It grows at most twofold a
+    call (to ``MAX_RUN``), so a sudden rise in matches costs at most two pieces' worth.
+    """
+    at_rate = nodes * OUTPUT_PIECE_ROWS // max(rows, 1)
+    return int(max(1, min(at_rate, 2 * piece, MAX_RUN)))
 
 
 @dataclass(frozen=True)
@@ -247,6 +265,7 @@ class VSNInstance:
         self._blocks: list[OutputBlock] = []
         self._released = -END_OF_INPUT
         self._run_limit = MIN_RUN
+        self._piece = FIRST_PIECE  # nodes a kernel gets at once (_next_piece)
         self.oplus = OPlusInstance(
             shared.op, shared.state_for(self), owns=self._owns, emit=self.emit_row
         )
@@ -361,9 +380,15 @@ class VSNInstance:
             stop = self._run_end(nodes, i) if compiled is not None else i
             if stop > i:
                 assert compiled is not None
+                stop = min(stop, i + self._piece)
+                before = self._buffered_rows()
                 self.tuples_in += compiled.process(self, nodes, i, stop)
+                made = self._buffered_rows() - before
+                self._piece = _next_piece(self._piece, stop - i, made)
                 self.oplus.watermark = max(self.oplus.watermark, int(nodes.ts[stop - 1]))
                 self._expire(compiled, self.oplus.watermark)
+                if self._buffered_rows() >= OUTPUT_PIECE_ROWS:
+                    self._release()
                 i = stop
                 continue
             stop = n if compiled is None else i + 1
@@ -371,6 +396,10 @@ class VSNInstance:
                 return
             i = stop
         self._release()
+
+    def _buffered_rows(self) -> int:
+        """Output rows made and not released yet."""
+        return len(self._rows) + sum(len(block) for block in self._blocks)
 
     def _expire(self, compiled: CompiledOperator, watermark: int) -> None:
         """L15-17 on the kernel, its rows released every ``OUTPUT_PIECE_ROWS`` or so.

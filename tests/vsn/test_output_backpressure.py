@@ -4,7 +4,8 @@ With ``max_uncommitted_rows`` the log holds at most the limit plus the rest of o
 however much output the admitted input makes, and the rows read while it pauses and
 resumes are the unbounded run's, row for row. An aggregate's expiry goes out in pieces
 of ``OUTPUT_PIECE_ROWS`` (the instance releases each, waiting for room, before the next):
-with pieces of a few rows the output is still ``run_sn``'s.
+with pieces of a few rows the output is still ``run_sn``'s. A join, whose output comes
+as it processes a run, gets the run in pieces that make about that many rows each.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from hypothesis import strategies as st
 
 from stretch.generate import tweets
 from stretch.model.sn import run_sn
-from stretch.operators.catalog import build
-from stretch.vsn import RuntimeSettings, _instance, setup
+from stretch.operators.catalog import SCALEJOIN_L, SCALEJOIN_R, build
+from stretch.vsn import RuntimeSettings, _instance, run_vsn, setup
 from stretch.vsn.pipeline import Pipeline
 from tests import streams
 from tests.vsn.support import no_thread_leak, run_schedule
@@ -175,3 +176,50 @@ def test_expiry_in_small_pieces_equals_sn(
         patch.setattr(_instance, "OUTPUT_PIECE_ROWS", piece)
         out, _ = run_schedule(op, [table], m, MAX_PARALLELISM, schedule)
     assert out.equals(expected)
+
+
+def _dense_join(n: int) -> list[pa.Table]:
+    """ScaleJoin streams where every pair within the window matches (one value everywhere)."""
+    ts = [i // 4 for i in range(n)]  # 4 tuples per ms and side
+    left = SCALEJOIN_L.table(ts, [(7, 1.5)] * n)
+    right = SCALEJOIN_R.table(ts, [(7, 1.5, 0.0, True)] * n)
+    return [left, right]
+
+
+@pytest.mark.parametrize(("index", "m"), [("on", 1), ("off", 1), ("on", 2), ("off", 2)])
+def test_a_dense_join_makes_its_output_in_pieces(
+    monkeypatch: pytest.MonkeyPatch, index: str, m: int
+) -> None:
+    """A join where every pair matches gets runs cut to about a piece of output each.
+
+    The instance releases its rows once it holds a piece, so it never holds much more
+    than that (a few pieces: the rows at its watermark stay, and a call may pass the
+    piece while the window fills).
+    """
+    op = build("scalejoin", {"ws": 100, "keys": 4, "index": index})
+    tables = _dense_join(2000)  # about 800 matches a tuple once the window is full
+    expected = run_vsn(op, tables, m)
+    piece = 20_000  # the first call (64 nodes, at most 400 matches each) fits in one
+    calls: list[tuple[int, int]] = []
+    next_piece = _instance._next_piece
+
+    def recorded(last: int, nodes: int, rows: int) -> int:
+        calls.append((nodes, rows))
+        return next_piece(last, nodes, rows)
+
+    monkeypatch.setattr(_instance, "OUTPUT_PIECE_ROWS", piece)
+    held: list[int] = []
+    release = _instance.VSNInstance._release
+
+    def recorded_release(self: _instance.VSNInstance, watermark: int | None = None) -> None:
+        held.append(self._buffered_rows())
+        release(self, watermark)
+
+    monkeypatch.setattr(_instance, "_next_piece", recorded)
+    monkeypatch.setattr(_instance.VSNInstance, "_release", recorded_release)
+    assert run_vsn(op, tables, m).equals(expected)
+    assert max(held) <= 3 * piece
+    assert sum(rows for _, rows in calls) == expected.num_rows
+    assert max(rows for _, rows in calls) <= 3 * piece
+    # all input is ready at once: runs take MIN_RUN nodes or more, the kernel calls far fewer
+    assert max(nodes for nodes, _ in calls[len(calls) // 2 :]) < _instance.MIN_RUN // 8
