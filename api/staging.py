@@ -93,6 +93,12 @@ class CommitStaged(BaseModel):
         le=1 << 40,
         description="if set, the lateness the source's reorder buffer allows from now on",
     )
+    continues: bool = Field(
+        default=False,
+        description="the writer committed its earlier batches to this operator: a commit "
+        "that would be its first here is refused (409), since those batches are not in it "
+        "(e.g. a sidecar restarted without --state-dir)",
+    )
 
     @field_validator("parts")
     @classmethod
@@ -217,7 +223,8 @@ class StagingStore:
 
         Raises:
             NotFoundError: no such source.
-            ConflictError: a listed part was not staged; the source is closed.
+            ConflictError: a listed part was not staged; the source is closed; the
+                writer ``continues`` but has no earlier batch here (its parts are dropped).
             CapacityError: the ingest buffer has no room now; the parts stay staged.
             LateTupleError: ``late_rows="fail"`` and a row is late; the parts are discarded.
 
@@ -228,6 +235,16 @@ class StagingStore:
             if managed.acknowledge_duplicate(source, (writer, batch)):
                 self._discard_through(state, writer, batch)
                 return CommitAccepted(accepted=0, dropped=0, duplicate=True)
+            first = managed.committed_batch(source, writer) < 0
+            if first and body.continues:
+                self._discard(state, writer, batch)
+                msg = (
+                    f"{where}: the operator has no earlier batch of this writer, which "
+                    "committed its earlier batches here: they are not in it (was the sidecar "
+                    "restarted without --state-dir, or the operator created again?); "
+                    "restart the query with a new checkpointLocation to send its input again"
+                )
+                raise ConflictError(msg)
             parts = state.staged.get((writer, batch), {})
             missing = [p for p in body.parts if p not in parts]
             if missing:
@@ -241,7 +258,6 @@ class StagingStore:
             table = pa.concat_tables(tables) if tables else schema.empty_table()
             if body.allowed_lateness_ms is not None:
                 managed.set_allowed_lateness(source, body.allowed_lateness_ms)
-            first = managed.committed_batch(source, writer) < 0
             try:
                 admission, duplicate = managed.add_batch(
                     source, None, table, body.late_rows, writer=(writer, batch)

@@ -362,8 +362,13 @@ class StretchClient:
         late_rows: str = "fail",
         allowed_lateness_ms: int | None = None,
         retry_s: float = 120.0,
+        *,
+        continues: bool = False,
     ) -> dict[str, Any]:
         """Add the staged ``parts``, in this order, as one batch of ``source``.
+
+        ``continues``: the writer committed its earlier batches to this operator, so a
+        commit that would be its first here is refused (ServiceError, 409).
 
         Returns:
             ``{"accepted": rows added, "dropped": late rows dropped, "duplicate": bool,
@@ -378,6 +383,8 @@ class StretchClient:
         payload: dict[str, Any] = {"parts": list(parts), "late_rows": late_rows}
         if allowed_lateness_ms is not None:
             payload["allowed_lateness_ms"] = allowed_lateness_ms
+        if continues:
+            payload["continues"] = True
         answer: dict[str, Any] = self._retrying(
             f"{name!r} source {source} writer {writer} batch {batch_id}",
             retry_s,

@@ -212,6 +212,8 @@ class ShardedClient:
         late_rows: str = "fail",
         allowed_lateness_ms: int | None = None,
         retry_s: float = 120.0,
+        *,
+        continues: bool = False,
     ) -> dict[str, Any]:
         """Commit the batch on every shard; shard 0's answer.
 
@@ -220,7 +222,15 @@ class ShardedClient:
         """
         answers = self._each(
             lambda s: s.commit_staged(
-                name, source, writer, batch_id, parts, late_rows, allowed_lateness_ms, retry_s
+                name,
+                source,
+                writer,
+                batch_id,
+                parts,
+                late_rows,
+                allowed_lateness_ms,
+                retry_s,
+                continues=continues,
             )
         )
         return {**answers[0], "duplicate": all(a["duplicate"] for a in answers)}

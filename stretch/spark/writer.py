@@ -142,6 +142,11 @@ class StretchStreamWriter(DataSourceStreamArrowWriter):
 
     """
 
+    _committed = False
+    """This driver-side writer committed a micro-batch."""
+    _skipped = False
+    """A micro-batch without write tasks came before any commit of this writer."""
+
     def __init__(self, options: WriterOptions) -> None:
         self.options = options
 
@@ -191,15 +196,26 @@ class StretchStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Make the staged partitions visible as one batch, in partition order (driver).
 
+        A micro-batch without rows is committed too, so the operator knows the writer from
+        its first micro-batch on. A commit above micro-batch 0 says the writer
+        ``continues``: the sidecar refuses it if the operator has none of the writer's
+        earlier micro-batches (an in-memory sidecar that restarted lost them; a query
+        restarted from its checkpoint would otherwise go on without them). Only a
+        micro-batch without any write task (no partition) cannot be committed, as nothing
+        tells the writer's id; a writer whose first micro-batches were such says it
+        continues only after its first commit.
+
         Raises:
             StretchError: the sidecar refused the batch, e.g. late rows with
-                ``lateRows=fail`` (the message is the sidecar's).
+                ``lateRows=fail``, or a writer that continues but is new to the operator
+                (the message is the sidecar's).
 
         """
         staged = _staged(messages)
-        parts = sorted(m.part for m in staged if m.rows)
-        if not parts:
+        if not staged:
+            self._skipped = self._skipped or not self._committed
             return
+        parts = sorted(m.part for m in staged if m.rows)
         writer = staged[0].writer
         answer: dict[str, Any] = _with_client(
             self.options,
@@ -212,19 +228,10 @@ class StretchStreamWriter(DataSourceStreamArrowWriter):
                 late_rows=self.options.late_rows,
                 allowed_lateness_ms=self.options.allowed_lateness_ms,
                 retry_s=self.options.retry_ms / 1000,
+                continues=batchId > 0 and (self._committed or not self._skipped),
             ),
         )
-        if answer.get("first_of_writer") and batchId > 0:
-            logger.warning(
-                "%s: the operator had no batch of writer %s before its micro-batch %d: if "
-                "the sidecar restarted without --state-dir, micro-batches 0..%d of this "
-                "query are not in it; restart the query with a new checkpointLocation to "
-                "send its input again (docs/spark.md, 'Restarting')",
-                self._where(),
-                writer,
-                batchId,
-                batchId - 1,
-            )
+        self._committed = True
         logger.info(
             "%s: batch %d of writer %s: %d rows added, %d late rows dropped%s",
             self._where(),

@@ -65,6 +65,39 @@ def test_a_writers_first_commit_says_so(client: StretchClient) -> None:
     assert (answer["duplicate"], answer["first_of_writer"]) == (True, False)
 
 
+def test_a_continuing_writer_new_to_the_operator_is_refused(http: TestClient) -> None:
+    """A writer that says it committed earlier batches here, which the operator lacks (an
+    in-memory sidecar that restarted), is refused: nothing added, its parts dropped."""
+    client = StretchClient(token=TOKEN, http=http)
+    client.create_operator("f", "forward", FORWARD)
+    client.stage_part("f", 0, "q-1", 3, 0, rows([1, 2], [1, 2]))
+    with pytest.raises(ServiceError, match="no earlier batch of this writer") as error:
+        client.commit_staged("f", 0, "q-1", 3, [0], continues=True)
+    assert error.value.status == 409
+    assert "new checkpointLocation" in str(error.value)
+    assert client.status("f")["sources"][0]["tuples_in"] == 0
+    assert http.app.state.staging.staged_bytes == 0  # type: ignore[attr-defined]
+    # From its first batch on (an empty one counts), a writer may continue.
+    assert client.commit_staged("f", 0, "q-1", 0, [])["accepted"] == 0
+    client.stage_part("f", 0, "q-1", 1, 0, rows([1, 2], [1, 2]))
+    assert client.commit_staged("f", 0, "q-1", 1, [0], continues=True)["accepted"] == 2
+
+
+def test_a_continuing_writer_is_known_after_a_restart(tmp_path: Path) -> None:
+    def app() -> TestClient:
+        return TestClient(create_app(TOKEN, state_dir=tmp_path, checkpoint_interval_s=3600.0))
+
+    with app() as http:
+        client = StretchClient(token=TOKEN, http=http)
+        client.create_operator("f", "forward", FORWARD)
+        assert client.commit_staged("f", 0, "q", 0, [])["first_of_writer"] is True
+    with app() as http:  # restored from the journal alone
+        assert wait_until(lambda: http.get("/readyz").status_code == 200)
+        client = StretchClient(token=TOKEN, http=http)
+        client.stage_part("f", 0, "q", 1, 0, rows([5], [5]))
+        assert client.commit_staged("f", 0, "q", 1, [0], continues=True)["accepted"] == 1
+
+
 def test_a_missing_part_is_a_conflict_and_abort_discards(client: StretchClient) -> None:
     client.create_operator("f", "forward", FORWARD)
     client.stage_part("f", 0, "q", 4, 0, rows([1], [1]))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -153,3 +155,31 @@ def test_create_refuses_a_finished_operator_or_other_params_naming_the_way_out(
     with pytest.raises(Exception, match=r"operator 'rerun' exists as forward with params"):
         start({"columns": "v:float", "inputs": 1}, "ck3")
     assert client.status("rerun")["sources"][0]["tuples_in"] == 0
+
+
+def test_a_query_continuing_into_an_operator_without_its_batches_is_refused(
+    spark: object, client: StretchClient, sidecar: str, tmp_path: Path
+) -> None:
+    """A query restarted from its checkpoint against an operator that lacks its earlier
+    micro-batches (an in-memory sidecar restarted; here the operator is created again)
+    fails with the sidecar's message instead of going on without them. A first
+    micro-batch without rows is committed too, so it does not make a later one look new.
+    """
+    directory = tmp_path / "in"
+    table = rows(np.arange(100, 160))
+    write_files(table, directory, files=2)
+    empty = directory / "part-000-empty.parquet"  # the oldest file: micro-batch 0
+    pq.write_table(table.schema.empty_table(), empty)
+    os.utime(empty, (999_000, 999_000))
+    client.create_operator("continues", "forward", FORWARD)
+    finish(stream_into(spark, sidecar, "continues", 0, directory, tmp_path / "ck"))
+    assert client.status("continues")["sources"][0]["tuples_in"] == 60
+    client.delete_operator("continues")
+    client.create_operator("continues", "forward", FORWARD)
+    later = directory / "part-100.parquet"
+    pq.write_table(rows(np.arange(200, 210)), later)
+    os.utime(later, (2_000_000, 2_000_000))
+    query = stream_into(spark, sidecar, "continues", 0, directory, tmp_path / "ck")
+    with pytest.raises(Exception, match="no earlier batch of this writer"):
+        finish(query)
+    assert client.status("continues")["sources"][0]["tuples_in"] == 0

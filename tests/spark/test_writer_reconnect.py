@@ -1,7 +1,7 @@
 """The writer's driver side: its kept client, and what it makes of a commit's answer.
 
-A connection the sidecar dropped is retried once on a new client; a first commit of the
-writer at a micro-batch above 0 warns that the earlier ones are not in the operator.
+A connection the sidecar dropped is retried once on a new client; a commit above
+micro-batch 0 says the writer continues, so that a sidecar lacking its earlier ones refuses.
 """
 
 from __future__ import annotations
@@ -88,30 +88,53 @@ def test_a_timeout_is_not_called_again(kept: tuple[_Client, _Client, WriterOptio
     assert len(calls) == 1
 
 
-@pytest.mark.parametrize(("batch", "first", "warned"), [(2, True, True), (0, True, False),
-                                                         (2, False, False)])  # fmt: skip
-def test_a_first_commit_after_micro_batch_0_warns(
-    kept: tuple[_Client, _Client, WriterOptions],
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    batch: int,
-    first: bool,
-    warned: bool,
-) -> None:
-    _, fresh, _ = kept
-    answer = {"accepted": 1, "dropped": 0, "duplicate": False, "first_of_writer": first}
-    fresh_commit = SimpleNamespace(commit_staged=lambda *args, **kwargs: answer)
+def _sink(monkeypatch: pytest.MonkeyPatch, commits: list[dict[str, Any]]) -> Any:
+    """A driver-side writer whose client records each commit's arguments."""
+
+    def commit_staged(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        commits.append({"batch": args[3], "parts": args[4], **kwargs})
+        return {"accepted": 1, "dropped": 0, "duplicate": False, "first_of_writer": False}
+
     options = SimpleNamespace(
-        url=URL, token=None, client=lambda: fresh_commit, operator="j", source=0,
-        late_rows="fail", allowed_lateness_ms=None, retry_ms=1000,
+        url=URL, token=None, client=lambda: SimpleNamespace(commit_staged=commit_staged),
+        operator="j", source=0, late_rows="fail", allowed_lateness_ms=None, retry_ms=1000,
     )  # fmt: skip
     monkeypatch.setattr(writer, "_clients", {})
-    sink = writer.StretchStreamWriter.__new__(writer.StretchStreamWriter)
-    sink.options = cast(WriterOptions, options)
-    message = writer.StagedPart(writer="q-1", batch_id=batch, part=0, rows=1)
-    with caplog.at_level("WARNING", logger=writer.logger.name):
-        sink.commit([message], batch)
-    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert bool(said) == warned
-    if warned:
-        assert "micro-batches 0..1 of this query are not in it" in said[0]
+    sink = writer.StretchStreamWriter(cast(WriterOptions, options))
+    return sink
+
+
+def _part(batch: int, rows: int) -> writer.StagedPart:
+    return writer.StagedPart(writer="q-1", batch_id=batch, part=0, rows=rows)
+
+
+def test_commits_say_the_writer_continues_after_micro_batch_0(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Above micro-batch 0 the writer continues (the sidecar refuses it if it does not know
+    the writer); a micro-batch without rows is committed too, so the sidecar knows it."""
+    commits: list[dict[str, Any]] = []
+    sink = _sink(monkeypatch, commits)
+    sink.commit([_part(0, 0)], 0)
+    sink.commit([_part(1, 5)], 1)
+    assert [(c["batch"], c["parts"], c["continues"]) for c in commits] == [
+        (0, [], False),
+        (1, [0], True),
+    ]
+    restarted = _sink(monkeypatch, commits)  # a query restarted from its checkpoint
+    restarted.commit([_part(7, 2)], 7)
+    assert commits[-1]["continues"] is True
+
+
+def test_a_writer_whose_first_micro_batches_had_no_task_continues_from_its_first_commit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a write task nothing tells the writer's id, so that micro-batch is not
+    committed, and the next may be the writer's first on the sidecar."""
+    commits: list[dict[str, Any]] = []
+    sink = _sink(monkeypatch, commits)
+    sink.commit([], 0)
+    sink.commit([None], 1)
+    sink.commit([_part(2, 3)], 2)
+    sink.commit([_part(3, 3)], 3)
+    assert [(c["batch"], c["continues"]) for c in commits] == [(2, False), (3, True)]
