@@ -213,7 +213,8 @@ class StretchStreamWriter(DataSourceStreamArrowWriter):
         """
         staged = _staged(messages)
         if not staged:
-            self._skipped = self._skipped or not self._committed
+            if not self._committed:
+                self._skipped = True
             return
         parts = sorted(m.part for m in staged if m.rows)
         writer = staged[0].writer

@@ -93,7 +93,8 @@ def _next_piece(piece: int, nodes: int, rows: int) -> int:
     expiry, ``_expire``), so the instance hands it as many nodes as, at the last call's
     rows per node, make ``OUTPUT_PIECE_ROWS`` rows: a join where most pairs match holds
     about one piece of output at a time, not a run's matches. It grows at most twofold a
-    call (to ``MAX_RUN``), so a sudden rise in matches costs at most two pieces' worth.
+    call (to ``MAX_RUN``), so while the rows per node hold it stays within two pieces; a
+    sudden rise in rows per node within one call is bounded only by that call's nodes.
     """
     at_rate = nodes * OUTPUT_PIECE_ROWS // max(rows, 1)
     return int(max(1, min(at_rate, 2 * piece, MAX_RUN)))

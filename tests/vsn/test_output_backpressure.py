@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import replace
+from functools import cache
 
 import pyarrow as pa
 import pytest
@@ -178,12 +179,24 @@ def test_expiry_in_small_pieces_equals_sn(
     assert out.equals(expected)
 
 
-def _dense_join(n: int) -> list[pa.Table]:
-    """ScaleJoin streams where every pair within the window matches (one value everywhere)."""
-    ts = [i // 4 for i in range(n)]  # 4 tuples per ms and side
+DENSE = {"ws": 100, "keys": 4}
+
+
+@cache
+def _dense_join() -> list[pa.Table]:
+    """ScaleJoin streams where every pair within the window matches (one value everywhere):
+    2 x 2,000 tuples, 4 per ms and side, about 800 matches a tuple once the window is full."""
+    n = 2000
+    ts = [i // 4 for i in range(n)]
     left = SCALEJOIN_L.table(ts, [(7, 1.5)] * n)
     right = SCALEJOIN_R.table(ts, [(7, 1.5, 0.0, True)] * n)
     return [left, right]
+
+
+@cache
+def _dense_reference() -> pa.Table:
+    """The dense join's rows by the sequential reference (the index changes none)."""
+    return run_sn(build("scalejoin", DENSE), _dense_join())
 
 
 @pytest.mark.parametrize(("index", "m"), [("on", 1), ("off", 1), ("on", 2), ("off", 2)])
@@ -196,9 +209,9 @@ def test_a_dense_join_makes_its_output_in_pieces(
     than that (a few pieces: the rows at its watermark stay, and a call may pass the
     piece while the window fills).
     """
-    op = build("scalejoin", {"ws": 100, "keys": 4, "index": index})
-    tables = _dense_join(2000)  # about 800 matches a tuple once the window is full
-    expected = run_vsn(op, tables, m)
+    op = build("scalejoin", {**DENSE, "index": index})
+    tables = _dense_join()
+    expected = _dense_reference()
     piece = 20_000  # the first call (64 nodes, at most 400 matches each) fits in one
     calls: list[tuple[int, int]] = []
     next_piece = _instance._next_piece
