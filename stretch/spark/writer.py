@@ -19,14 +19,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
-import numpy as np
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from stretch.client import StretchClient
 from stretch.errors import InputError
-from stretch.model.schema import TS
+from stretch.model.schema import TS, event_time_ms
 from stretch.sharded import ShardedClient
 from stretch.spark.options import WriterOptions
 
@@ -39,7 +38,6 @@ QUERY_ID = "sql.streaming.queryId"
 BATCH_ID = "streaming.sql.batchId"
 """The task-local property holding the micro-batch id."""
 
-_MS_PER_UNIT = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
 _RECONNECT = (httpx.NetworkError, httpx.RemoteProtocolError)
 """Transport errors a kept connection the sidecar closed gives (the client raises them as
 ``SidecarUnreachableError``, their cause)."""
@@ -119,9 +117,7 @@ def event_time(table: pa.Table, column: str, where: str) -> pa.Table:
         raise InputError(msg)
     kind = values.type
     if pa.types.is_timestamp(kind):
-        up, down = _MS_PER_UNIT[kind.unit]
-        raw = values.cast(pa.int64()).to_numpy()
-        ts = pa.array(raw * up if up > 1 else np.floor_divide(raw, down), pa.int64())
+        ts = event_time_ms(values, where)
     elif pa.types.is_integer(kind):
         ts = values.cast(pa.int64())
     else:

@@ -2,6 +2,7 @@
 
 A connection the sidecar dropped is retried once on a new client; a commit above
 micro-batch 0 says the writer continues, so that a sidecar lacking its earlier ones refuses.
+And the event-time column a micro-batch brings, read as ms in any timestamp unit.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import httpx
+import pyarrow as pa
 import pytest
 
 from stretch.client import SidecarUnreachableError
+from stretch.errors import InputError
 from stretch.spark import writer
 from stretch.spark.options import WriterOptions
 
@@ -138,3 +141,17 @@ def test_a_writer_whose_first_micro_batches_had_no_task_continues_from_its_first
     sink.commit([_part(2, 3)], 2)
     sink.commit([_part(3, 3)], 3)
     assert [(c["batch"], c["continues"]) for c in commits] == [(2, False), (3, True)]
+
+
+@pytest.mark.parametrize(("unit", "per_ms"), [("s", None), ("ms", 1), ("us", 1000), ("ns", 10**6)])
+def test_event_time_reads_any_timestamp_unit_as_ms_floored(unit: str, per_ms: int | None) -> None:
+    raw = [-1_500_001, -1, 0, 1, 1_999_999, 2_000_000]
+    table = pa.table({"when": pa.array(raw, pa.int64()).cast(pa.timestamp(unit)), "v": raw})
+    ts = writer.event_time(table, "when", "rows").column("ts").to_pylist()
+    assert ts == [v * 1000 if per_ms is None else v // per_ms for v in raw]
+
+
+def test_event_time_refuses_seconds_beyond_the_ms_range() -> None:
+    table = pa.table({"when": pa.array([2**62], pa.timestamp("s"))})
+    with pytest.raises(InputError, match="outside the event time range"):
+        writer.event_time(table, "when", "rows")
