@@ -25,7 +25,7 @@ from stretch import __version__
 from stretch.bench import BENCHMARKS, DEFAULT_OUTPUT, run_benchmark, split_output
 from stretch.errors import InputError, StretchError
 from stretch.generate import DEFAULT_ROWS, GENERATORS
-from stretch.io import FORMATS, read_table, write_table
+from stretch.io import FORMATS, csv_text, read_table, write_table
 from stretch.join_estimate import (
     DEFAULT_WS_MS,
     REFUSE_COMPARISONS,
@@ -627,27 +627,9 @@ def _ordered(table: pa.Table, path: str, asserted: bool) -> pa.Table:
 
 def _write_output(table: pa.Table, path: str | None) -> None:
     if path is None:
-        sys.stdout.write(",".join(table.column_names) + "\n")
-        for row in table.to_pylist():
-            sys.stdout.write(",".join(_csv_value(v) for v in row.values()) + "\n")
+        sys.stdout.writelines(csv_text(table))
         return
     write_table(table, path)
-
-
-def _csv_value(value: object) -> str:
-    """A value as CSV text that ``read_table`` reads back as it was.
-
-    A string is quoted when empty (unquoted, that reads as null) or when it holds a comma,
-    a quote or a line break.
-    """
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)
-    text = str(value)
-    if isinstance(value, str) and (not text or any(c in text for c in ',"\n\r')):
-        return f'"{text.replace(chr(34), chr(34) * 2)}"'
-    return text
 
 
 def _generate(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ column never reads back as integers.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from stretch.errors import InputError, SchemaError
 from stretch.model.schema import TS
 
-__all__ = ["FORMATS", "read_table", "write_table"]
+__all__ = ["FORMATS", "csv_text", "read_table", "write_table"]
 
 FORMATS: tuple[str, ...] = (".csv", ".jsonl", ".arrow", ".parquet")
 """The file extensions :func:`read_table` and :func:`write_table` accept."""
@@ -42,6 +42,10 @@ _CONTROL_CHARACTER = r"[\x00-\x1f]"
 
 # A float rendered as an optional sign and digits only ("1", "-0") needs a ".0".
 _INTEGRAL_TEXT = r"^-?[0-9]+$"
+# A CSV field holding one of these (or empty: unquoted, that reads as null) is quoted.
+_CSV_SPECIAL = r'[,"\n\r]'
+_CSV_ROWS = 65_536
+"""Rows rendered at once by ``csv_text``."""
 
 
 def read_table(path: str | Path) -> pa.Table:
@@ -329,11 +333,47 @@ def _read_parquet(path: Path) -> pa.Table:
 
 
 def _write_csv(table: pa.Table, path: Path) -> None:
-    columns = [
-        _float_text(column) if pa.types.is_floating(column.type) else column
-        for column in table.columns
-    ]
-    pa_csv.write_csv(pa.table(columns, names=table.column_names), path)
+    with path.open("w", encoding="utf-8", newline="") as sink:
+        sink.writelines(csv_text(table))
+
+
+def csv_text(table: pa.Table) -> Iterator[str]:
+    """The table as CSV text, the header first, in chunks of rows (what ``.csv`` files hold).
+
+    A field is quoted only when it must be: a string that is empty (unquoted, that reads
+    as null) or holds a comma, a quote or a line break. Nulls are empty fields, floats
+    keep a ``.0`` when integral, booleans are ``true`` / ``false``; :func:`read_table`
+    reads the text back as it was (with CSV's inferred types).
+    """
+    yield ",".join(_csv_field(name) for name in table.column_names) + "\n"
+    if table.num_columns == 0:
+        yield "\n" * table.num_rows
+        return
+    for batch in table.to_batches(max_chunksize=_CSV_ROWS):
+        fields = [pc.fill_null(_csv_column(column), "") for column in batch.columns]
+        lines = pc.binary_join_element_wise(*fields, ",")
+        yield "\n".join(lines.to_pylist()) + "\n"
+
+
+def _csv_field(text: str) -> str:
+    """One string as a CSV field, quoted when it must be (``csv_text``)."""
+    if text and not any(c in text for c in ',"\n\r'):
+        return text
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _csv_column(column: pa.Array) -> pa.Array:
+    """A column's values as CSV fields (``csv_text``); nulls stay null."""
+    kind = column.type
+    if pa.types.is_floating(kind):
+        return _float_text(column)
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        return pc.cast(column, pa.string())
+    special = pc.or_(
+        pc.equal(pc.utf8_length(column), 0), pc.match_substring_regex(column, _CSV_SPECIAL)
+    )
+    quoted = pc.binary_join_element_wise('"', pc.replace_substring(column, '"', '""'), '"', "")
+    return pc.if_else(special, quoted, column)
 
 
 def _float_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:

@@ -144,7 +144,10 @@ def test_replay_to_stdout_and_hedge_from_one_file(tmp_path: Path) -> None:
 def test_csv_on_stdout_reads_back_as_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Empty strings and carriage returns are quoted: unquoted they read as null, or split."""
+    """Empty strings and carriage returns are quoted: unquoted they read as null, or split.
+
+    The text is the same, byte for byte, as ``--output`` writes to a .csv file.
+    """
     source = tmp_path / "in.parquet"
     texts = ["", "a\rb", "x,y", 'say "hi"', "two\nlines", "plain"]
     write_table(pa.table({"ts": list(range(len(texts))), "s": texts}), str(source))
@@ -152,6 +155,9 @@ def test_csv_on_stdout_reads_back_as_written(
     written = tmp_path / "out.csv"
     written.write_bytes(capsys.readouterr().out.encode())
     assert read_table(str(written)).column("s").to_pylist() == texts
+    to_file = tmp_path / "file.csv"
+    assert main(["replay", "forward", "--input", str(source), "--output", str(to_file)]) == 0
+    assert to_file.read_bytes() == written.read_bytes()
 
 
 def test_a_param_given_twice_is_refused(scalejoin_files: tuple[Path, Path]) -> None:

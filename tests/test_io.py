@@ -96,7 +96,18 @@ def test_empty_table_as_jsonl_reads_back_empty(tmp_path: Path) -> None:
 def test_csv_writes_booleans_as_words_and_floats_with_a_point(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     write_table(pa.table({"b": [True, False], "f": [3.0, 0.5]}), path)
-    assert path.read_text().splitlines()[1:] == ['true,"3.0"', 'false,"0.5"']
+    assert path.read_text().splitlines()[1:] == ["true,3.0", "false,0.5"]
+
+
+def test_csv_quotes_only_the_strings_that_need_it_and_reads_them_back(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    texts = ["plain", "", None, "a,b", 'say "hi"', "two\nlines", " spaced "]
+    table = pa.table({"s": texts, "n": pa.array(range(len(texts)), pa.int64())})
+    write_table(table, path)
+    lines = path.read_text().split("\n")
+    assert lines[:4] == ["s,n", "plain,0", '"",1', ",2"]
+    assert lines[4:6] == ['"a,b",3', '"say ""hi""",4']
+    assert read_table(path).equals(table)
 
 
 def test_csv_header_only_gives_empty_table(tmp_path: Path) -> None:
