@@ -12,6 +12,7 @@ import ipaddress
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -232,6 +233,31 @@ class StretchServer(uvicorn.Server):
         return stop
 
 
+def listen_socket(host: str, port: int, url: str) -> socket.socket:
+    """The server's socket, bound to ``host``:``port`` before anything says it serves there.
+
+    Bound as uvicorn binds (``SO_REUSEADDR``, IPv6 for a host with a colon), so that a
+    port in use or an address the machine lacks is one error line, not a server that
+    logs its URL and then fails.
+
+    Raises:
+        OSError: The address cannot be bound (``url`` and the reason named).
+
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or str(exc)
+        msg = f"cannot listen on {url}: {reason} (--host {host} --port {port})"
+        raise OSError(msg) from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def serve(
     host: str = "127.0.0.1",
     port: int = 8321,
@@ -277,6 +303,7 @@ def serve(
             file, a timeout that is not positive, a port or checkpoint interval out of
             range, an empty ``state_dir``, or a ``parent_pid`` that is not the parent.
         StretchError: ``state_dir`` cannot be written, or another server holds it.
+        OSError: The address cannot be bound (a port in use, say).
 
     """
     check_options(port, state_dir, checkpoint_interval_s)
@@ -288,13 +315,18 @@ def serve(
     token = read_token(token_file)
     check_exposure(host, token, insecure)
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
-    app = create_app(
-        token,
-        limits,
-        BodyLimits(body_timeout_s=body_timeout_s),
-        state_dir=None if state_dir is None else Path(state_dir),
-        checkpoint_interval_s=checkpoint_interval_s,
-    )
+    listening = listen_socket(host, port, url)
+    try:
+        app = create_app(
+            token,
+            limits,
+            BodyLimits(body_timeout_s=body_timeout_s),
+            state_dir=None if state_dir is None else Path(state_dir),
+            checkpoint_interval_s=checkpoint_interval_s,
+        )
+    except BaseException:
+        listening.close()
+        raise
     logger.info(
         "stretch serve on %s (auth: %s; state: %s); docs at %s/docs",
         url,
@@ -316,7 +348,8 @@ def serve(
     server = StretchServer(config, app.state.long_polls.stop)
     end_watch = None if parent_pid is None else server.watch_parent(parent_pid)
     try:
-        server.run()
+        server.run(sockets=[listening])
     finally:
+        listening.close()
         if end_watch is not None:
             end_watch()

@@ -1,7 +1,9 @@
-"""``stretch serve`` refuses out-of-range flags with status 2 and one line naming them."""
+"""``stretch serve`` refuses out-of-range flags, and an address it cannot bind, with status 2
+and one line naming them."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -35,3 +37,17 @@ def test_serve_refuses_an_empty_state_dir(capsys: pytest.CaptureFixture[str]) ->
         serve(state_dir="")
     assert main(["serve", "--state-dir", ""]) == 2
     assert "--state-dir must name a directory, got ''" in capsys.readouterr().err
+
+
+def test_serve_refuses_a_port_in_use_before_it_says_it_serves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--state-dir", str(tmp_path), "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot listen on http://127.0.0.1:{port}: Address already in use" in err
+    assert "stretch serve on" not in caplog.text
+    assert not (tmp_path / "operators").exists()  # refused before it touched the directory
