@@ -53,7 +53,11 @@ def read_token(token_file: str | None = None) -> str | None:
 
     """
     if token_file is not None:
-        lines = Path(token_file).read_text(encoding="utf-8").splitlines()
+        try:
+            lines = Path(token_file).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            msg = f"token file {token_file} cannot be read: {exc.strerror or exc}"
+            raise OSError(msg) from None
         token = lines[0].strip() if lines else ""
         if not token:
             msg = f"token file {token_file} is empty"
@@ -308,9 +312,13 @@ def serve(
     """
     check_options(port, state_dir, checkpoint_interval_s)
     check_parent(parent_pid)
-    if not body_timeout_s > 0:
-        msg = f"--body-timeout-s must be > 0, got {body_timeout_s}"
-        raise ValueError(msg)
+    for flag, timeout_s in (
+        ("--header-timeout-s", header_timeout_s),
+        ("--body-timeout-s", body_timeout_s),
+    ):
+        if not timeout_s > 0:
+            msg = f"{flag} must be > 0, got {timeout_s}"
+            raise ValueError(msg)
     protocol = header_deadline_protocol(header_timeout_s)
     token = read_token(token_file)
     check_exposure(host, token, insecure)

@@ -10,6 +10,7 @@ import argparse
 import gc
 import importlib.abc
 import logging
+import math
 import os
 import signal
 import sys
@@ -390,10 +391,26 @@ def _parser() -> argparse.ArgumentParser:
     )
     pipeline.add_argument("--output", required=True, metavar="DIR", help="output directory")
     pipeline.add_argument(
-        "--param", action="append", default=[], metavar="K=V", help="operator parameter"
+        "--param",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="operator parameter, e.g. ws=60000 (repeatable)",
     )
-    pipeline.add_argument("--parallelism", type=int, default=1, metavar="M")
-    pipeline.add_argument("--max-parallelism", type=int, default=None, metavar="N")
+    pipeline.add_argument(
+        "--parallelism",
+        type=int,
+        default=1,
+        metavar="M",
+        help="instances of the operator at start (default 1)",
+    )
+    pipeline.add_argument(
+        "--max-parallelism",
+        type=int,
+        default=None,
+        metavar="N",
+        help="pool size n, the most instances (default: the sidecar's, max(M, 4))",
+    )
     pipeline.add_argument(
         "--url",
         help="a running sidecar, or several separated by commas: the shards of the operator "
@@ -636,6 +653,12 @@ def _generate(args: argparse.Namespace) -> int:
     if args.seed < 0:
         msg = f"--seed must be >= 0, got {args.seed}"
         raise InputError(msg)
+    if args.rows is not None and args.rows < 0:
+        msg = f"--rows must be >= 0, got {args.rows}"
+        raise InputError(msg)
+    if not (math.isfinite(args.rate) and args.rate > 0):
+        msg = f"--rate must be a positive, finite number of tuples/s, got {args.rate}"
+        raise InputError(msg)
     rows = DEFAULT_ROWS[args.kind] if args.rows is None else args.rows
     progress = _GenerateProgress(rows >= PROGRESS_ROWS)
     progress.stage(f"generating {rows:,} rows per stream of {args.kind}")
@@ -688,6 +711,13 @@ def _serve(args: argparse.Namespace) -> int:
     from stretch.api.limits import ServiceLimits  # noqa: PLC0415 - the web stack loads only here
     from stretch.api.serve import serve  # noqa: PLC0415
 
+    _require_positive(
+        [
+            ("--max-operators", args.max_operators),
+            ("--max-pool-threads", args.max_pool_threads),
+            ("--max-long-polls", args.max_long_polls),
+        ]
+    )
     for name in load_operators(args.operators):
         log.info("loaded operator %r", name)
     try:

@@ -307,8 +307,13 @@ def test_missing_file_and_wrong_input_count(tmp_path: Path) -> None:
 
 
 def test_generate_rejects_bad_arguments(tmp_path: Path) -> None:
+    out = str(tmp_path / "t.csv")
     assert_clean_error(
-        stretch("generate", "tweets", "--rows", "-1", "--output", str(tmp_path / "t.csv")), "rows"
+        stretch("generate", "tweets", "--rows", "-1", "--output", out), "--rows must be >= 0"
+    )
+    assert_clean_error(
+        stretch("generate", "tweets", "--rate", "nan", "--output", out),
+        "--rate must be a positive, finite number of tuples/s, got nan",
     )
 
 
@@ -495,7 +500,7 @@ def test_serve_announces_itself_logs_once_and_stops_on_sigterm() -> None:
         assert proc.stdout is not None
         lines, seen = _lines(proc.stdout), []
         try:
-            _wait_for(lines, "Uvicorn running", seen)
+            _wait_for(lines, "Application startup complete", seen)
             url = f"http://127.0.0.1:{port}"
             with httpx.Client(base_url=url, timeout=30) as http:
                 docs = http.get("/docs")

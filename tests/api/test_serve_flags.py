@@ -20,6 +20,11 @@ from stretch.cli import main
         (["--checkpoint-interval-s", "1e10"], "--checkpoint-interval-s must be in (0, 86400]"),
         (["--port", "70000"], "--port must be in 1..65535, got 70000"),
         (["--port", "-1"], "--port must be in 1..65535, got -1"),
+        (["--max-operators", "0"], "--max-operators must be >= 1, got 0"),
+        (["--max-long-polls", "-1"], "--max-long-polls must be >= 1, got -1"),
+        (["--header-timeout-s", "-1"], "--header-timeout-s must be > 0, got -1.0"),
+        (["--body-timeout-s", "0"], "--body-timeout-s must be > 0, got 0.0"),
+        (["--token-file", "/nonexistent/t"], "token file /nonexistent/t cannot be read"),
     ],
 )
 def test_serve_refuses_flags_out_of_range(
