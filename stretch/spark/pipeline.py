@@ -444,10 +444,17 @@ class _Progress:
         after a tick that just printed the same figures).
         """
         rows_in = sum(int(s["tuples_in"]) for s in status["sources"])
+        shards = status.get("shards")
+        threads = (
+            f"parallelism {status['parallelism']}"
+            if not shards
+            else f"parallelism {status['parallelism']} over {len(shards)} shards "
+            f"({', '.join(str(s['parallelism']) for s in shards)})"
+        )
         said = (
-            f"in: {sum(_batches(q) for q in self._writers)} micro-batches, {rows_in} rows; "
-            f"out: {_batches(self._reader)} micro-batches, "
-            f"{status['output']['end_offset']} rows; parallelism {status['parallelism']}"
+            f"in: {rows_in} rows in {sum(_batches(q) for q in self._writers)} micro-batches; "
+            f"out: {status['output']['end_offset']} rows, read in {_batches(self._reader)} "
+            f"micro-batches; {threads}"
         )
         if if_new and said == self._said:
             return

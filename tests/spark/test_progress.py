@@ -1,4 +1,5 @@
-"""stretch pipeline's progress lines: the final line is not the last tick's again."""
+"""stretch pipeline's progress lines: what they count, and the final line is not the last tick's
+again."""
 
 from __future__ import annotations
 
@@ -21,8 +22,17 @@ def test_the_final_line_is_printed_only_if_it_says_something_new() -> None:
     progress.line(_status(5))
     progress.line(_status(5), if_new=True)  # what the last tick printed: not again
     assert out.getvalue().count("\n") == 1
-    assert "in: 4 micro-batches, 10 rows; out: 4 micro-batches, 5 rows; parallelism 2" in (
-        out.getvalue()
-    )
+    said = "in: 10 rows in 4 micro-batches; out: 5 rows, read in 4 micro-batches; parallelism 2"
+    assert said in out.getvalue()
     progress.line(_status(7), if_new=True)
     assert out.getvalue().count("\n") == 2
+
+
+def test_a_sharded_operator_shows_each_shards_parallelism() -> None:
+    query = SimpleNamespace(lastProgress={"batchId": 0})
+    config = cast(PipelineConfig, SimpleNamespace())
+    out = io.StringIO()
+    progress = _Progress(config, [cast(Any, query)], cast(Any, query), out, started=0.0)
+    status = _status(5) | {"shards": [{"parallelism": 1}, {"parallelism": 1}]}
+    progress.line(status)
+    assert out.getvalue().endswith("; parallelism 2 over 2 shards (1, 1)\n")
