@@ -82,9 +82,14 @@ def test_repeated_batch_ids_are_acknowledged_and_ignored(
     client.add_batch("j", 1, right.slice(600), batch_id=2)
     client.close_source("j", 0)
     client.close_source("j", 1)
+    # Resends whose answers were lost: a batch after the close, and the close itself.
+    assert client.add_batch("j", 0, left.slice(600), batch_id=2) == (0, True)
+    client.close_source("j", 0)
+    with pytest.raises(ServiceError, match="409"):
+        client.add_batch("j", 0, left.slice(600), batch_id=3)  # a new batch is refused
     assert client.read_all("j", TIMEOUT_S).equals(run_sn(build("scalejoin", SCALEJOIN), join_input))
     sources = client.status("j")["sources"]
-    assert [s["duplicate_batches"] for s in sources] == [1, 1]
+    assert [s["duplicate_batches"] for s in sources] == [2, 1]
     assert [s["tuples_in"] for s in sources] == [1200, 1200]
 
 
