@@ -48,6 +48,8 @@ from scalegate._nodes import (
     FLUSH,
     FULL,
     HEAD,
+    L_HEIGHT,
+    L_ROW,
     M_FREE_TOP,
     M_LOCK,
     M_LOG_MASK,
@@ -173,6 +175,8 @@ def _advance_ready(nodes: I64, sources: I64, meta: I64, ready: I64) -> None:
         slot = end & meta[M_LOG_MASK]
         for c in range(N_PAYLOAD + 1):
             ready[slot, c] = nodes[x, c]
+        ready[slot, L_ROW] = x
+        ready[slot, L_HEIGHT] = nodes[x, N_HEIGHT]
         end += 1
         x = nodes[x, N_NEXT]
     meta[M_READY_TAIL] = tail
@@ -190,7 +194,7 @@ def _grow_log(ready: I64, meta: I64, end: int, held: int) -> None:
     size = meta[M_LOG_MASK] + 1
     for i in range(end - held, end):
         if i & size:
-            for c in range(N_PAYLOAD + 1):
+            for c in range(ready.shape[1]):
                 ready[i & (2 * size - 1), c] = ready[i & (size - 1), c]
     meta[M_LOG_MASK] = 2 * size - 1
 
@@ -210,13 +214,15 @@ def _random_height(meta: I64, levels: int) -> int:
 
 
 @_jit
-def _reclaim(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64) -> None:
+def _reclaim(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, ready: I64) -> None:
     """Free the ready nodes every active reader passed (all of them when there is none).
 
     Readers' positions count the ready nodes they passed, so the freed prefix is the
     first ``min(positions) - first`` nodes, ``first`` being the ready count of the oldest
-    node held. Source fingers into it move to HEAD, so no handle refers to a free row.
-    O(freed + R + S L).
+    node held. Their rows and heights come from the ready log (consecutive memory), not
+    from walking the list: HEAD's pointer at each level becomes the successor of the last
+    freed node at least that tall, so only those few rows are read. Source fingers into
+    the freed prefix move to HEAD, so no handle refers to a free row. O(freed + R + S L).
     """
     meta[M_SINCE] = 0
     end = meta[M_READY_END]
@@ -224,29 +230,35 @@ def _reclaim(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64) -> No
     for r in range(meta[M_RDR_HI]):
         if readers[r, R_ACTIVE] == 1 and readers[r, R_POS] < stop:
             stop = readers[r, R_POS]
-    freed = stop - (end - meta[M_READY_N])
+    first = end - meta[M_READY_N]
+    freed = stop - first
     if freed <= 0:
         return
+    mask = meta[M_LOG_MASK]
     top = meta[M_FREE_TOP]
-    x = HEAD
-    for i in range(freed):
-        x = nodes[HEAD, N_NEXT]
-        for lvl in range(nodes[x, N_HEIGHT]):
-            nodes[HEAD, N_NEXT + lvl] = nodes[x, N_NEXT + lvl]
-        free[top + i] = x
+    linked = 0  # levels whose HEAD pointer is set: newest freed first, so each is the last
+    for i in range(stop - 1, first - 1, -1):
+        x = ready[i & mask, L_ROW]
+        while linked < ready[i & mask, L_HEIGHT]:
+            nodes[HEAD, N_NEXT + linked] = nodes[x, N_NEXT + linked]
+            linked += 1
+        free[top + i - first] = x
     meta[M_FREE_TOP] = top + freed
     meta[M_READY_N] -= freed
     if meta[M_READY_N] == 0:
         meta[M_READY_TAIL] = HEAD
+    x = ready[(stop - 1) & mask, L_ROW]  # the last node freed
     for s in range(meta[M_SRC_HI]):
         for lvl in range(nodes.shape[1] - N_NEXT):
             f = sources[s, S_FINGER + lvl]
-            if f != HEAD and not _node_less(nodes, x, f):  # x: the last node freed
+            if f != HEAD and not _node_less(nodes, x, f):
                 sources[s, S_FINGER + lvl] = HEAD
 
 
 @_jit
-def _make_room(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, need: int) -> int:
+def _make_room(
+    nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, ready: I64, need: int
+) -> int:
     """Return the number of free rows, reclaiming first if fewer than ``need`` are reused.
 
     Rows never used are taken only after a reclamation, so the rows touched follow the
@@ -257,7 +269,7 @@ def _make_room(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, nee
     """
     used = free.shape[0] - meta[M_UNUSED]
     if meta[M_FREE_TOP] < need and (meta[M_UNUSED] < need or 8 * meta[M_SINCE] >= used):
-        _reclaim(nodes, sources, readers, free, meta)
+        _reclaim(nodes, sources, readers, free, meta, ready)
     return int(meta[M_FREE_TOP] + meta[M_UNUSED])
 
 
@@ -346,7 +358,7 @@ def _admit(
     """
     n = ts.shape[0]
     _advance_ready(nodes, sources, meta, ready)
-    room = _make_room(nodes, sources, readers, free, meta, n)
+    room = _make_room(nodes, sources, readers, free, meta, ready, n)
     unready = free.shape[0] - room - meta[M_READY_N]
     o_ts, o_src = ready_bound(sources, meta, s)
     f = sources[s, S_FRONTIER]
@@ -552,7 +564,7 @@ def _admit_marker(
 ) -> bool:
     """Whether flow control admits a DUMMY/FLUSH node at source ``i``'s frontier."""
     _advance_ready(nodes, sources, meta, ready)
-    room = _make_room(nodes, sources, readers, free, meta, 1)
+    room = _make_room(nodes, sources, readers, free, meta, ready, 1)
     b_ts, b_src = ready_bound(sources, meta, i if leaving else -1)
     if room == 0:
         return False
@@ -618,7 +630,7 @@ def occupancy(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, read
     if not try_lock(meta):
         return BUSY
     _advance_ready(nodes, sources, meta, ready)
-    _reclaim(nodes, sources, readers, free, meta)
+    _reclaim(nodes, sources, readers, free, meta, ready)
     held = free.shape[0] - meta[M_FREE_TOP] - meta[M_UNUSED]
     unlock(meta)
     return int(held)

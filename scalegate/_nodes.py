@@ -19,9 +19,10 @@ without the GIL (see ``docs/scalegate.md``):
     The spinlock cell, the free-stack top, the level generator, the id high-water marks,
     the ready prefix (its last node and length, and the count of nodes ever made ready)
     and the flow-control reserve.
-``ready[2 ** ceil(log2(capacity)), N_PAYLOAD + 1]``
+``ready[2 ** ceil(log2(capacity)), L_WIDTH]``
     The ready log: a ring holding ``(ts, source, seq, kind, payload)`` of each node that
-    joined the ready prefix, ready node ``i`` (counted from the gate's start) at row
+    joined the ready prefix, then its row of ``nodes`` and its tower height (``L_ROW``,
+    ``L_HEIGHT``), ready node ``i`` (counted from the gate's start) at row
     ``i & meta[M_LOG_MASK]``. Readers copy from it, so they read consecutive memory
     instead of walking rows another thread wrote; it holds every ready node still linked.
     The ring starts at 1,024 rows and doubles when the ready nodes held would not fit, so
@@ -71,6 +72,11 @@ S_DONE: Final = 1
 S_FRONTIER: Final = 2
 S_SEQ: Final = 3
 S_FINGER: Final = 4
+
+# ready log: a node's columns N_TS..N_PAYLOAD as in nodes, then its row and tower height
+L_ROW: Final = 5
+L_HEIGHT: Final = 6
+L_WIDTH: Final = 7
 
 # readers: active, position (the number of ready nodes passed: an index into the ready log)
 R_ACTIVE: Final = 0

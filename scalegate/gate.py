@@ -35,6 +35,7 @@ from scalegate._nodes import (
     FLUSH,
     FULL,
     HEAD,
+    L_WIDTH,
     M_FREE_TOP,
     M_LEN,
     M_LOG_MASK,
@@ -161,7 +162,7 @@ class ElasticScaleGate:
         self._readers = np.zeros((max_readers, R_COLUMNS), dtype=np.int64)
         self._free = lazy_zeros((capacity,))
         log_rows = 1 << (capacity - 1).bit_length()  # the ready log's ring grows up to this
-        self._ready = lazy_zeros((log_rows, N_PAYLOAD + 1))
+        self._ready = lazy_zeros((log_rows, L_WIDTH))
         self._meta = np.zeros(M_LEN, dtype=np.int64)
         self._meta[M_FREE_TOP] = 0
         self._meta[M_UNUSED] = capacity
@@ -578,7 +579,10 @@ def _check_state(nodes: Any, sources: Any, readers: Any, free: Any, meta: Any, l
     mask = int(meta[M_LOG_MASK])
     assert held <= mask + 1 <= log.shape[0], "the ready log's ring cannot hold the ready nodes"
     logged = [log[i & mask].tolist() for i in range(end - held, end)]
-    linked = [nodes[x, : N_PAYLOAD + 1].tolist() for x in listed[1 : held + 1]]
+    linked = [
+        [*nodes[x, : N_PAYLOAD + 1].tolist(), x, int(nodes[x, N_HEIGHT])]
+        for x in listed[1 : held + 1]
+    ]
     assert logged == linked, "the ready log does not hold the ready nodes in order"
     for r in np.flatnonzero(readers[:, R_ACTIVE]):
         pos = int(readers[r, R_POS])
