@@ -168,6 +168,10 @@ class OutputStatus(BaseModel):
     """The output log's offsets."""
 
     start_offset: int
+    committed_offset: int = Field(
+        description="the offset every reader committed up to: start_offset, or beyond it "
+        "while a restarted operator produces again the rows a commit passed"
+    )
     end_offset: int
     finished: bool
     watermark: int = Field(description="every output row with a smaller ts is in the log")

@@ -55,6 +55,7 @@ def operator_status(managed: ManagedOperator) -> OperatorStatus:
         instances=[InstanceStatus.model_validate(asdict(i)) for i in status.instances],
         output=OutputStatus(
             start_offset=output.start_offset,
+            committed_offset=output.committed_offset,
             end_offset=output.end_offset,
             finished=output.finished,
             watermark=output.watermark,

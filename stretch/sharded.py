@@ -142,6 +142,7 @@ class ShardedClient:
         merged["instances"] = [i for s in each for i in s["instances"]]
         merged["output"] = {
             "start_offset": sum(int(o["start_offset"]) for o in outputs),
+            "committed_offset": sum(int(o["committed_offset"]) for o in outputs),
             "end_offset": sum(int(o["end_offset"]) for o in outputs),
             "finished": all(bool(o["finished"]) for o in outputs),
             "watermark": common_watermark(
@@ -335,7 +336,13 @@ class ShardedClient:
         return self.status(name)
 
     def commit(self, name: str, offset: int) -> None:
-        """Everything before ``offset`` (0 or one this client returned) was consumed."""
+        """Everything before ``offset`` (0 or one this client returned) was consumed.
+
+        Not atomic across the shards: if it raises, some shards may have committed. Call it
+        again with the same offset (this client keeps the shards' offsets of it); a new
+        client would resume at their mixed offsets and get again the rows of the shards
+        whose commit failed.
+        """
         at = dict(zip(self.shards, self._cut(name, offset).shards, strict=True))
         self._each(lambda shard: shard.commit(name, at[shard]))
         cuts = self._cuts.get(name, {})
@@ -346,7 +353,8 @@ class ShardedClient:
         """The cut of merged ``offset``: 0, one this client returned, or the committed one.
 
         A new client (after a restart) resumes from the shards' committed offsets: their
-        logs start there, and their sum is the merged offset last committed.
+        logs start there (or will, while a restarted shard produces its output again), and
+        their sum is the merged offset last committed.
         """
         if offset == 0:
             return Cut.start(len(self.shards))
@@ -354,7 +362,7 @@ class ShardedClient:
         if cut is not None:
             return cut
         committed = Cut(
-            tuple(self._each(lambda shard: int(shard.status(name)["output"]["start_offset"])))
+            tuple(self._each(lambda shard: int(shard.status(name)["output"]["committed_offset"])))
         )
         if committed.offset == offset:
             return committed

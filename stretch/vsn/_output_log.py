@@ -61,6 +61,20 @@ class OutputLog:
             return self._base
 
     @property
+    def committed_offset(self) -> int:
+        """The offset every reader committed up to, commits beyond the end included.
+
+        ``start_offset`` once the rows are there: a commit re-applied from a journal
+        while a restarted operator produces its output again is ahead of it until then.
+        """
+        with self._changed:
+            return min(self._committed().values())
+
+    def _committed(self) -> dict[str, int]:
+        """Each reader's committed offset, one waiting for rows included."""
+        return {r: max(c, self._deferred.get(r, 0)) for r, c in self._commits.items()}
+
+    @property
     def complete_before(self) -> int:
         """D: every output row with a smaller ``ts`` is in the log (restored with it)."""
         with self._changed:
@@ -111,7 +125,7 @@ class OutputLog:
                 start_offset=self._base,
                 rows=pa.Table.from_batches(list(self._batches), schema=self.schema),
                 complete_before=self._complete_before,
-                commits=dict(self._commits),
+                commits=self._committed(),
                 finished=self._finished,
             )
 
@@ -122,13 +136,16 @@ class OutputLog:
                 msg = "only an empty output log can be restored"
                 raise InputError(msg)
             self._base = self._end = snapshot.start_offset
-            self._commits.update(snapshot.commits)
             self._complete_before = snapshot.complete_before
             for batch in snapshot.rows.to_batches():
                 if batch.num_rows:
                     self._batches.append(batch)
                     self._end += batch.num_rows
                     self._ends.append(self._end)
+            for reader, offset in snapshot.commits.items():  # beyond the rows: when they come
+                self._commits[reader] = min(offset, self._end)
+                if offset > self._end:
+                    self._deferred[reader] = offset
 
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` (quick, thread-safe, e.g. an event loop's wake-up) on changes.

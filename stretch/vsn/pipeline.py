@@ -812,7 +812,10 @@ class Pipeline:
         at once, before the drainer appends anything (it may not, while the log is full).
         """
         log = self._log
-        return OutputStatus(log.start_offset, log.end_offset, log.finished, log.complete_before)
+        return OutputStatus(
+            log.start_offset, log.committed_offset, log.end_offset, log.finished,
+            log.complete_before,
+        )  # fmt: skip
 
     def load(self) -> LoadCounters:
         """Cumulative work counters for a load sample (the controller's view).

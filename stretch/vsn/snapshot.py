@@ -58,7 +58,8 @@ class OutputSnapshot:
         rows: The rows not yet trimmed, every output row with ``ts < complete_before``
             from ``start_offset`` on.
         complete_before: D: every output row with a smaller ``ts`` is in the log.
-        commits: Each reader's committed offset.
+        commits: Each reader's committed offset (possibly beyond ``rows``: a commit that
+            waits for the output to be produced again after a restart).
         finished: Every row is in.
 
     """

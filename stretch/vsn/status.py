@@ -92,6 +92,8 @@ class OutputStatus:
 
     Attributes:
         start_offset: The oldest offset held (earlier ones were committed and trimmed).
+        committed_offset: The offset every reader committed up to: ``start_offset``, or
+            beyond it while a restarted operator produces again the rows a commit passed.
         end_offset: The offset the next row gets.
         finished: Every row is in (the end of input went through).
         watermark: Every output row with a smaller ``ts`` is in the log.
@@ -99,6 +101,7 @@ class OutputStatus:
     """
 
     start_offset: int
+    committed_offset: int
     end_offset: int
     finished: bool
     watermark: int

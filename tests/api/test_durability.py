@@ -390,3 +390,31 @@ def test_kill_9_under_concurrent_load(tmp_path: Path) -> None:
         raise
     finally:
         sidecar.stop()
+
+
+def test_a_commit_waiting_for_its_rows_survives_a_checkpoint_and_a_restart(
+    tmp_path: Path,
+) -> None:
+    """A reader's commit ahead of the output (as after a restart, while the rows are
+    produced again) is kept by a checkpoint taken meanwhile: the journal before it is gone,
+    and the restored log used to start where the rows had got to."""
+    sidecar = Sidecar(tmp_path / "state", tmp_path, checkpoint_interval_s=3600)
+    sidecar.start()
+    try:
+        with StretchClient(sidecar.url, token=TOKEN) as client:
+            client.create_operator("ahead", "forward", {"columns": "v:int", "inputs": 1})
+            client.add_batch("ahead", 0, pa.table({"ts": [1, 2, 3], "v": [1, 2, 3]}))
+            client.commit("ahead", 5)  # two rows beyond the end: applied when they come
+            client._request("POST", "/v1/operators/ahead/checkpoint")
+        sidecar.kill()
+        sidecar.start()
+        with StretchClient(sidecar.url, token=TOKEN) as client:
+            assert client.status("ahead")["output"]["committed_offset"] == 5
+            client.add_batch("ahead", 0, pa.table({"ts": [4, 5, 6], "v": [4, 5, 6]}))
+            client.close_source("ahead", 0)
+            client.wait_finished("ahead", TIMEOUT_S)
+            assert client.status("ahead")["output"]["start_offset"] == 5
+            table, _ = client.output("ahead", 5)
+            assert table.column("v").to_pylist() == [6]
+    finally:
+        sidecar.stop()

@@ -176,7 +176,8 @@ def test_a_commit_beyond_the_end_is_applied_once_the_output_gets_there(
     """After a restart the log is produced again and may be behind a reader's offset."""
     client.create_operator("c", "forward", {"columns": "v:int", "inputs": 1})
     client.commit("c", 5)
-    assert client.status("c")["output"]["start_offset"] == 0
+    output = client.status("c")["output"]
+    assert output["start_offset"] == 0 and output["committed_offset"] == 5
     client.add_batch("c", 0, pa.table({"ts": list(range(10)), "v": list(range(10))}))
     client.close_source("c", 0)
     client.wait_finished("c", TIMEOUT_S)

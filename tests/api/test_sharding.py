@@ -158,6 +158,32 @@ def test_a_new_client_resumes_from_the_committed_offset(sidecars: list[Sidecar])
     assert pa.concat_tables([head, tail]).equals(reference)
 
 
+def test_a_new_client_resumes_at_commits_the_shards_hold_for_rows_to_come(
+    sidecars: list[Sidecar],
+) -> None:
+    """A restarted shard produces its output again and applies a commit once the rows are
+    there; meanwhile its ``committed_offset`` says where it was, so a new client resumes
+    (before, the sum of the shards' start offsets did not match and it was refused)."""
+    tables = join_inputs(600, 11)
+    urls = [s.url for s in sidecars[:2]]
+    with ShardedClient(urls, token=TOKEN) as first:
+        first.create_operator("ahead", "scalejoin", {"ws": 20, "keys": 16})
+        for shard, offset in zip(first.shards, (3, 4), strict=True):
+            shard.commit("ahead", offset)  # no rows yet: each waits for its rows
+        output = first.status("ahead")["output"]
+        assert (output["start_offset"], output["committed_offset"]) == (0, 7)
+        with ShardedClient(urls, token=TOKEN) as early:  # resumes before the rows exist
+            assert early._cut("ahead", 7) == Cut((3, 4))
+        for source, table in enumerate(tables):
+            first.add_batch("ahead", source, table)
+            first.close_source("ahead", source)
+        ends = Cut(tuple(s["output"]["end_offset"] for s in first.wait_finished("ahead")["shards"]))
+        expected, _ = first.read_between("ahead", Cut((3, 4)), ends)
+    with ShardedClient(urls, token=TOKEN) as second:
+        assert second.read_all("ahead", offset=7, commit=False).equals(expected)
+        second.delete_operator("ahead")
+
+
 def test_a_read_between_cuts_holds_only_their_rows(sidecars: list[Sidecar]) -> None:
     """An empty range of one shard adds none of the rows its log holds past the cut."""
     tables = join_inputs(600, 9)

@@ -79,3 +79,18 @@ def test_a_commit_beyond_the_end_frees_a_full_log_at_once() -> None:
     assert (log.uncommitted, log.wait_room(10, 0)) == (0, 10)
     log.append([batch(10, 30)])  # the commit applies as the rows come
     assert (log.start_offset, log.uncommitted, log.wait_room(10, 0)) == (25, 5, 5)
+
+
+def test_a_commit_waiting_for_rows_is_reported_and_kept_by_a_snapshot() -> None:
+    """``committed_offset`` says where a reader committed while the rows are produced
+    again, and a checkpoint taken meanwhile keeps that commit (it was lost: the restored
+    log started from where the rows had got to)."""
+    log = OutputLog(SCHEMA.arrow())
+    log.append([batch(0, 10)])
+    log.commit(25, when_produced=True)
+    assert (log.start_offset, log.committed_offset) == (10, 25)
+    restored = OutputLog(SCHEMA.arrow())
+    restored.restore(log.snapshot())
+    assert (restored.start_offset, restored.committed_offset) == (10, 25)
+    restored.append([batch(10, 30)])
+    assert (restored.start_offset, restored.committed_offset, restored.uncommitted) == (25, 25, 5)
