@@ -181,8 +181,13 @@ class ShardedClient:
         batch_id: int | None = None,
         retry_s: float = 30.0,
     ) -> BatchResult:
-        """Send the batch to every shard; the rows and duplicate flag of shard 0."""
-        return self._each(lambda s: s.add_batch(name, source, batch, batch_id, retry_s))[0]
+        """Send the batch to every shard; the rows a shard took, duplicate if every shard had it.
+
+        A resend after a send that failed on some shards is taken by the others and
+        answered as a duplicate by those that had it.
+        """
+        answers = self._each(lambda s: s.add_batch(name, source, batch, batch_id, retry_s))
+        return BatchResult(max(a.accepted for a in answers), all(a.duplicate for a in answers))
 
     def stage_part(
         self,

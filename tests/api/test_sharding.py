@@ -204,3 +204,17 @@ def test_a_read_between_cuts_holds_only_their_rows(sidecars: list[Sidecar]) -> N
     assert only_first.num_rows == ends.shards[0]
     assert set(shards) == {0}
     assert whole.equals(run_sn(build("scalejoin", {"ws": 20, "keys": 16}), tables))
+
+
+def test_a_batch_resent_after_a_partial_send_is_taken_where_it_was_missing(
+    sidecars: list[Sidecar],
+) -> None:
+    rows = pa.table({"ts": [1, 2, 3], "v": [1, 2, 3]})
+    with ShardedClient([s.url for s in sidecars[:2]], token=TOKEN) as sharded:
+        sharded.create_operator("partial", "forward", {"columns": "v:int", "inputs": "1"})
+        sharded.shards[0].add_batch("partial", 0, rows, batch_id=1)  # shard 1 missed it
+        assert sharded.add_batch("partial", 0, rows, batch_id=1) == (3, False)
+        assert sharded.add_batch("partial", 0, rows, batch_id=1) == (0, True)
+        tuples_in = [s["sources"][0]["tuples_in"] for s in sharded.status("partial")["shards"]]
+        sharded.delete_operator("partial")
+    assert tuples_in == [3, 3]
