@@ -233,10 +233,14 @@ def _cut(offset: Mapping[str, Any]) -> Cut:
 
 
 def _shard_starts(options: ReaderOptions) -> Cut:
+    """Each shard's committed offset: where its log starts.
+
+    Or will start, once a restarted shard has produced again the rows a commit passed.
+    """
     with options.shards() as client:
         return Cut(
             tuple(
-                int(shard.status(options.operator)["output"]["start_offset"])
+                int(shard.status(options.operator)["output"]["committed_offset"])
                 for shard in client.shards
             )
         )
@@ -268,10 +272,14 @@ class StretchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with self.options.client() as client:
             output = client.status(self.options.operator)["output"]
         self._seen = (int(output["end_offset"]),)
-        return int(output["start_offset"]), int(output["end_offset"])
+        return int(output["committed_offset"]), int(output["end_offset"])
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 - Spark's name
-        """The first row the log still holds (on each shard, when sharded)."""
+        """Where the log starts (on each shard, when sharded): its committed offset.
+
+        Not ``start_offset``: after a restart the rows before a commit are produced again
+        and trimmed as they come, so a query starting there would find them gone.
+        """
         if self.options.sharded:
             return _offset(_shard_starts(self.options))
         return {OFFSET: self._offsets()[0]}

@@ -90,3 +90,19 @@ def test_the_wait_ends_naming_the_offsets_and_the_logs_end(
     monkeypatch.setattr(reader_module, "PROMISED_WAIT_S", TIMEOUT_S)
     with pytest.raises(StretchError, match=r"but the log ended at 100 \(every source closed\)"):
         reader.partitions({"offset": 50}, {"offset": 150})
+
+
+def test_a_new_query_starts_at_the_committed_offset_not_at_rows_to_be_trimmed(
+    sidecar: str, client: StretchClient
+) -> None:
+    """As after a restart: the log holds rows a commit has passed and trims them as they
+    come, so a new query starts at the commit (it started at the first row held)."""
+    client.create_operator("committed", "forward", FORWARD)
+    client.add_batch("committed", 0, rows(np.arange(0, 10)), batch_id=0)
+    client.commit("committed", 15)  # five rows beyond the end: applied when they come
+    reader = restarted_reader(sidecar, "committed")
+    assert reader.initialOffset() == {"offset": 15}
+    client.add_batch("committed", 0, rows(np.arange(10, 20)), batch_id=1)
+    client.close_source("committed", 0)
+    wait_output_finished(client, "committed")
+    assert micro_batch(reader, 15, 20).column("v").to_pylist() == [5, 6, 7, 8, 9]
