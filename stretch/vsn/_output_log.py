@@ -101,14 +101,18 @@ class OutputLog:
                     self._end += batch.num_rows
                     self._ends.append(self._end)
             if self._deferred:
-                for reader, offset in list(self._deferred.items()):
-                    self._commits[reader] = max(self._commits[reader], min(offset, self._end))
-                    if offset <= self._end:
-                        del self._deferred[reader]
-                if min(self._commits.values()) > self._base:
-                    self._trim(min(self._commits.values()))
+                self._apply_deferred()
             self._changed.notify_all()
             self._notify()
+
+    def _apply_deferred(self) -> None:
+        """Apply the commits waiting for rows as far as the rows go; trim what all passed."""
+        for reader, offset in list(self._deferred.items()):
+            self._commits[reader] = max(self._commits[reader], min(offset, self._end))
+            if offset <= self._end:
+                del self._deferred[reader]
+        if min(self._commits.values()) > self._base:
+            self._trim(min(self._commits.values()))
 
     def finish(self) -> None:
         """Mark the log complete: no row will be appended any more."""
@@ -143,9 +147,9 @@ class OutputLog:
                     self._end += batch.num_rows
                     self._ends.append(self._end)
             for reader, offset in snapshot.commits.items():  # beyond the rows: when they come
-                self._commits[reader] = min(offset, self._end)
-                if offset > self._end:
-                    self._deferred[reader] = offset
+                self._commits.setdefault(reader, 0)
+                self._deferred[reader] = offset
+            self._apply_deferred()
 
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` (quick, thread-safe, e.g. an event loop's wake-up) on changes.
