@@ -345,7 +345,8 @@ def csv_text(table: pa.Table) -> Iterator[str]:
     keep a ``.0`` when integral, booleans are ``true`` / ``false``; :func:`read_table`
     reads the text back as it was (with CSV's inferred types).
     """
-    yield ",".join(_csv_field(name) for name in table.column_names) + "\n"
+    names = _csv_column(pa.array(table.column_names, pa.string()))
+    yield ",".join(names.to_pylist()) + "\n"
     if table.num_columns == 0:
         yield "\n" * table.num_rows
         return
@@ -353,13 +354,6 @@ def csv_text(table: pa.Table) -> Iterator[str]:
         fields = [pc.fill_null(_csv_column(column), "") for column in batch.columns]
         lines = pc.binary_join_element_wise(*fields, ",")
         yield "\n".join(lines.to_pylist()) + "\n"
-
-
-def _csv_field(text: str) -> str:
-    """One string as a CSV field, quoted when it must be (``csv_text``)."""
-    if text and not any(c in text for c in ',"\n\r'):
-        return text
-    return '"' + text.replace('"', '""') + '"'
 
 
 def _csv_column(column: pa.Array) -> pa.Array:
