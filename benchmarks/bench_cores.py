@@ -14,6 +14,9 @@ single-thread programs a user could write instead, on the same files:
   ``--index-rows`` tuples, against the grid-indexed 1T ``onethread_indexed_scalejoin.py``.
   Targets: p1 >= 0.5x the indexed 1T, p2 >= 1.6x p1 (issue 22). The nested 1T on these
   files takes minutes on one core; ``bench_scalejoin.py --study index`` measures it.
+* ``scalejoin_band``: the same with ``partition=band`` (each key stores blocks of the
+  band's cells, so an instance probes only the tuples whose band meets its blocks),
+  against the same indexed 1T.
 * ``forward``: Operator 15 over 2 x ``--forward-rows`` tuples (``bench_forward.py``'s
   streams). Targets: >= 1M tuples/s as a whole process, p2 >= p1 (issue 18).
 
@@ -124,8 +127,9 @@ def workload(
 
 def plot(result: dict[str, Any], ms: list[int]) -> Path:
     """Speed-up over p1 per workload, against ideal scaling."""
-    fig, axes = figure(3, f"stretch replay as whole processes ({machine()['cpus']} cores)")
-    for ax, name in zip(axes, ("scalejoin", "scalejoin_index", "forward"), strict=True):
+    names = ("scalejoin", "scalejoin_index", "scalejoin_band", "forward")
+    fig, axes = figure(len(names), f"stretch replay as whole processes ({machine()['cpus']} cores)")
+    for ax, name in zip(axes, names, strict=True):
         found = result.get(name)
         if found is None:
             continue
@@ -163,8 +167,8 @@ def main() -> None:
     parser.add_argument(
         "--workloads",
         nargs="+",
-        choices=["scalejoin", "scalejoin_index", "forward"],
-        default=["scalejoin", "scalejoin_index", "forward"],
+        choices=["scalejoin", "scalejoin_index", "scalejoin_band", "forward"],
+        default=["scalejoin", "scalejoin_index", "scalejoin_band", "forward"],
     )
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
@@ -201,6 +205,8 @@ def main() -> None:
                 baseline = [sys.executable, str(script), "scalejoin", "--ws", str(args.ws)]
                 replay = [STRETCH, "-v", "replay", "scalejoin", *join_params]
                 replay += ["--param", f"index={index}", *_inputs(files)]
+                if name == "scalejoin_band":
+                    replay += ["--param", "partition=band"]
                 found = workload(
                     name,
                     {one_t: [*baseline, *_inputs(files)]},

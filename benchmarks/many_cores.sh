@@ -10,8 +10,9 @@
 # and matplotlib must already be there). Each step has a deadline; results and logs are
 # packed into OUT_DIR/results.tar after every step, so a step cut short loses only itself.
 #
-# STEPS (default "cores q5 q4") picks the steps, RUNS (default 3) bench_cores' rounds, and
-# CORES_S, Q5_S, Q4_S their deadlines in seconds. On the lent 16-vCPU machine (cores about
+# STEPS (default "cores q5 q4") picks the steps, RUNS (default 3) bench_cores' rounds,
+# WORKLOADS (default all four) bench_cores' workloads, and CORES_S, Q5_S, Q4_S their
+# deadlines in seconds. On the lent 16-vCPU machine (cores about
 # 2.6x slower than a 2-core development machine's) one round of bench_cores' three
 # workloads took about 3 minutes and their warm-ups 4.5 more; Q4 took 100 s, Q5 (30 s of
 # input, three runs) 110 s before its run_sn check.
@@ -51,7 +52,8 @@ step() {  # step NAME SECONDS COMMAND...
 
 for name in ${STEPS:-cores q5 q4}; do
   case $name in
-    cores) step cores "${CORES_S:-1200}" "$py" benchmarks/bench_cores.py --runs "${RUNS:-3}" ;;
+    cores) step cores "${CORES_S:-1200}" "$py" benchmarks/bench_cores.py --runs "${RUNS:-3}" \
+      --workloads ${WORKLOADS:-scalejoin scalejoin_index scalejoin_band forward} ;;
     q5) step q5 "${Q5_S:-240}" "$py" benchmarks/bench_elastic.py --experiment q5 \
       --output "$results" --ws-ms 4000 --duration-s 30 --check-comparisons 2e6 ;;
     q4) step q4 "${Q4_S:-200}" "$py" benchmarks/bench_elastic.py --experiment q4 \

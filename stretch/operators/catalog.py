@@ -327,6 +327,25 @@ _INDEX = Param(
 )
 
 
+def _partition(text: str) -> str:
+    """The ``partition`` parameter of the band joins: ``seq`` or ``band``."""
+    value = text.strip().lower()
+    if value not in {"seq", "band"}:
+        msg = f"must be 'seq' or 'band', got {text[:40]!r}"
+        raise ValueError(msg)
+    return value
+
+
+_PARTITION = Param(
+    _partition,
+    "seq",
+    "how the keys share the stored tuples: 'seq' round robin (ScaleJoin's; every instance "
+    "probes every tuple), 'band' by blocks of the band's cells (an instance probes only "
+    "tuples whose band meets its blocks; needs index=on; a tuple's matches come in another "
+    "order)",
+)
+
+
 def _scalejoin(p: Mapping[str, Any]) -> OPlus:
     return band_join(
         "scalejoin",
@@ -337,6 +356,7 @@ def _scalejoin(p: Mapping[str, Any]) -> OPlus:
         _scalejoin_match,
         p["keys"],
         kernel=_indexed(SCALEJOIN, p),
+        partition=p["partition"],
     )
 
 
@@ -350,6 +370,7 @@ def _hedge(p: Mapping[str, Any]) -> OPlus:
         _hedge_match,
         p["keys"],
         kernel=_indexed(HEDGE, p),
+        partition=p["partition"],
     )
 
 
@@ -380,12 +401,12 @@ CATALOG: dict[str, OperatorSpec] = {
     "scalejoin": OperatorSpec(
         "Operator 10: band join of L(x, y) and R(a, b, c, d) within WS",
         _scalejoin,
-        {**_window_params(1, 300_000), "keys": _KEYS, "index": _INDEX},
+        {**_window_params(1, 300_000), "keys": _KEYS, "index": _INDEX, "partition": _PARTITION},
     ),
     "hedge": OperatorSpec(
         "section 8.6: pairs of trades of different symbols with opposite deviations",
         _hedge,
-        {**_window_params(1, 30_000), "keys": _KEYS, "index": _INDEX},
+        {**_window_params(1, 30_000), "keys": _KEYS, "index": _INDEX, "partition": _PARTITION},
         one_stream=True,
     ),
     "wordcount": OperatorSpec(

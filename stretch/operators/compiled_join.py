@@ -113,6 +113,7 @@ def band_join(
     wa: int = 1,
     keys: int = 16,
     band: tuple[str, str, float] | None = None,
+    partition: str = "seq",
 ) -> OPlus:
     """A band join of L and R emitting ``output`` for the pairs within ``ws`` that match.
 
@@ -137,6 +138,11 @@ def band_join(
         band: ``(left column, right column, width)``: the predicate accepts a pair only
             if ``|left - right| <= width`` (numeric columns), so each window is indexed
             on those columns; None compares every pair within ``ws`` (the nested loop).
+        partition: How the keys share the stored tuples: ``"seq"`` round robin
+            (ScaleJoin's), or ``"band"`` (with a ``band``) by blocks of the band's cells, so
+            that each instance probes only the tuples whose band meets its blocks and the
+            probes split between the instances; a tuple's matches then come ordered by
+            their block's key (``stretch.operators.joins``).
 
     Returns:
         The J+ (Operator 10), with its compiled kernel declared in ``OPlus.kernel``.
@@ -145,7 +151,8 @@ def band_join(
         OperatorError: ``predicate`` is not a Numba-compiled function, ``ws`` is
             negative, ``reads`` or ``output`` names a column the schemas do not have,
             ``output`` names a column ``ts``, or ``band`` names a column that is not
-            numeric or a width that is not finite and positive.
+            numeric or a width that is not finite and positive, or ``partition`` is
+            not ``"seq"`` or ``"band"`` (``"band"`` only with a ``band``).
 
     """
     if not isinstance(predicate, Dispatcher):
@@ -185,4 +192,8 @@ def band_join(
             band=_band(name, band, inputs),
             indexed=predicate_indexed_run(predicate, n_left, n_right),
         )
-    return j_plus(name, wa, ws, inputs, schema, match, keys, kernel=kernel)
+    try:
+        return j_plus(name, wa, ws, inputs, schema, match, keys, kernel, partition)
+    except ValueError as exc:
+        msg = f"band join {name!r}: {exc}"
+        raise OperatorError(msg) from None

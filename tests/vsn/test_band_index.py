@@ -25,6 +25,7 @@ from stretch.model.schema import Schema
 from stretch.model.sn import run_sn
 from stretch.operators import joins
 from stretch.operators.catalog import SCALEJOIN_L, SCALEJOIN_R, TRADES, build
+from stretch.operators.kernels._band_index import BLOCK_SHIFT, _probes_here
 from stretch.operators.kernels._band_join import order_matches
 from stretch.vsn import run_vsn
 from stretch.vsn._compiled import band_join as compiled_band_join
@@ -57,12 +58,20 @@ def compiled_kernels() -> None:
 
 EDGES = [-20, -11, -10, -9, -1, 0, 1, 9, 10, 11, 19, 20, 21, 30]
 """Integers on and beside the cells' boundaries and the band's edge (width 10)."""
+BLOCK_EDGES = [-170, -161, -160, -159, -150, 150, 159, 160, 161, 170, 319, 320, 321, 490]
+"""Integers on and beside the edges of ``partition=band``'s blocks (16 cells of 10)."""
+PARTITIONS = st.sampled_from(["seq", "band"])
 
 
 def _values(draw: st.DrawFn, skew: bool, n: int) -> list[int]:
     if skew:
         return [7] * n
-    ints = st.one_of(st.sampled_from(EDGES), st.integers(-45, 45))
+    ints = st.one_of(
+        st.sampled_from(EDGES),
+        st.integers(-45, 45),
+        st.sampled_from(BLOCK_EDGES),
+        st.integers(-500, 500),
+    )
     return [draw(ints) for _ in range(n)]
 
 
@@ -95,12 +104,17 @@ def nested_groups(pipeline: stretch.Pipeline) -> int:
 
 
 @settings(max_examples=40, deadline=None)
-@given(tables=scalejoin_edges(), plan=schedules(), ws=st.sampled_from([1, 7, 40, 300]))
+@given(
+    tables=scalejoin_edges(),
+    plan=schedules(),
+    ws=st.sampled_from([1, 7, 40, 300]),
+    partition=PARTITIONS,
+)
 def test_scalejoin_indexed_equals_run_sn(
-    tables: list[pa.Table], plan: tuple[int, list[Step]], ws: int
+    tables: list[pa.Table], plan: tuple[int, list[Step]], ws: int, partition: str
 ) -> None:
     m, schedule = plan
-    op = build("scalejoin", {"ws": ws, "keys": 4})
+    op = build("scalejoin", {"ws": ws, "keys": 4, "partition": partition})
     assert op.kernel is not None and op.kernel.join.band is not None  # type: ignore[attr-defined]
     out, _ = run_schedule(op, tables, m, 4, schedule)
     assert out.equals(run_sn(op, tables))
@@ -125,13 +139,13 @@ def test_scalejoin_values_2_63_apart_do_not_match(index: str) -> None:
 
 
 @settings(max_examples=15, deadline=None)
-@given(tables=scalejoin_edges(), plan=schedules(3))
+@given(tables=scalejoin_edges(), plan=schedules(3), partition=PARTITIONS)
 def test_small_stores_and_grids_rebuild(
-    tables: list[pa.Table], plan: tuple[int, list[Step]]
+    tables: list[pa.Table], plan: tuple[int, list[Step]], partition: str
 ) -> None:
     """One-tuple stores and grids of a few entries: STORE_FULL and INDEX_FULL all along."""
     m, schedule = plan
-    op = build("scalejoin", {"ws": 60, "keys": 2})
+    op = build("scalejoin", {"ws": 60, "keys": 2, "partition": partition})
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(compiled_band_join, "MIN_CAPACITY", 1)
         patch.setattr(compiled_band_join, "GRID_BUDGET", 1)
@@ -186,6 +200,78 @@ def test_a_dropped_grid_comes_back_when_the_data_spreads() -> None:
     assert grids(pipeline) == [True, True]
 
 
+def test_partition_band_stores_each_block_at_its_key() -> None:
+    """``partition=band``: a slab's stores hold the tuples of its keys' blocks alone.
+
+    The matches are the round robin's, as a multiset; at any parallelism the output is
+    run_sn's with the same partition.
+    """
+    rng = np.random.default_rng(7)
+    n = 3000
+    ts = np.sort(rng.integers(0, 3000, n)).tolist()
+    left = SCALEJOIN_L.table(ts, [(int(v), 0.0) for v in rng.integers(-3000, 3000, n)])
+    right = SCALEJOIN_R.table(ts, [(int(v), 1.0, 0.0, False) for v in rng.integers(-3000, 3000, n)])
+    tables = [left, right]
+    keys = 5
+    by_seq = run_sn(build("scalejoin", {"ws": 300, "keys": keys}), tables)
+    op = build("scalejoin", {"ws": 300, "keys": keys, "partition": "band"})
+    expected = run_sn(op, tables)
+    assert sorted(expected.to_pylist(), key=str) == sorted(by_seq.to_pylist(), key=str)
+    assert not expected.equals(by_seq)  # a tuple's matches by block, not round robin
+    for m in (1, 2, 3):
+        out, pipeline = run_schedule(op, tables, m, 3, [(1500, 4 - m, None)])
+        assert out.equals(expected)
+        kernel = pipeline._pool.compiled
+        assert isinstance(kernel, BandJoinKernel)
+        for slab in kernel.slabs.values():
+            for s, key in enumerate(slab.slot_keys.tolist()):
+                for side in (0, 1):
+                    head, tail = slab.bounds[s, 2 * side], slab.bounds[s, 2 * side + 1]
+                    blocks = slab.cell[s, side, head:tail] >> BLOCK_SHIFT
+                    assert tail > head and np.all(blocks % keys == key)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "owned", "block", "wild", "probes"),
+    [
+        (0, 2, [], -1, 0, True),  # round robin: every slab probes
+        (0, 2, [0], 4, 0, True),  # cells 0-2: block 0, key 0
+        (0, 2, [1, 2], 4, 0, False),
+        (0, 2, [1, 2], 4, 1, True),  # the wild cell holds a tuple
+        (1, 0, [1], 4, 0, True),  # a key that is not finite reads the window
+        (15, 17, [1], 4, 0, True),  # blocks 0 and 1
+        (-3, -1, [4], 4, 0, True),  # block -1 is key 4 of 5
+        (-3, -1, [0, 1, 2, 3], 4, 0, False),
+        (0, 100, [3], 4, 0, True),  # more blocks than keys
+    ],
+)
+def test_a_probe_reads_a_slab_only_if_it_owns_a_block_of_its_band(
+    low: int, high: int, owned: list[int], block: int, wild: int, probes: bool
+) -> None:
+    keys = 5
+    key_slot = np.full(keys, -1, dtype=np.int64)
+    key_slot[owned] = np.arange(len(owned))
+    cells = np.array([[0], [low], [high]], dtype=np.int64)
+    assert _probes_here(cells, 0, key_slot, keys, block, wild) is probes
+
+
+def test_partition_param() -> None:
+    with pytest.raises(OperatorError, match="partition='blocks'"):
+        build("scalejoin", {"partition": "blocks"})
+    with pytest.raises(OperatorError, match="partition 'band' needs a band"):
+        build("scalejoin", {"partition": "band", "index": "off"})
+    with pytest.raises(OperatorError, match="band join 'x': partition 'band' needs a band"):
+        stretch.band_join(
+            "x",
+            10,
+            left=LEFT,
+            right=RIGHT,
+            predicate=within(1.0),
+            output={"x": "left.x"},
+            partition="band",
+        )
+
+
 @st.composite
 def kernel_matches(draw: st.DrawFn) -> tuple[np.ndarray, int]:
     """Matches (tuple, key, partner, stored position) in any order; some tuples with many."""
@@ -235,12 +321,12 @@ def test_spread_keys_take_the_index_and_compare_less() -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(table=trades(), plan=schedules(3), ws=st.sampled_from([1, 20, 200]))
+@given(table=trades(), plan=schedules(3), ws=st.sampled_from([1, 20, 200]), partition=PARTITIONS)
 def test_hedge_indexed_equals_run_sn(
-    table: pa.Table, plan: tuple[int, list[Step]], ws: int
+    table: pa.Table, plan: tuple[int, list[Step]], ws: int, partition: str
 ) -> None:
     m, schedule = plan
-    op = build("hedge", {"ws": ws, "keys": 3})
+    op = build("hedge", {"ws": ws, "keys": 3, "partition": partition})
     assert op.kernel is not None and op.kernel.join.band is not None  # type: ignore[attr-defined]
     out, _ = run_schedule(op, [table, table], m, 3, schedule)
     assert out.equals(run_sn(op, [table, table]))
@@ -262,7 +348,7 @@ RIGHT = Schema.of(a="float", b="float")
 WIDTHS = [0.25, 1e6]
 
 
-def near_join(width: float, band: float) -> stretch.OPlus:
+def near_join(width: float, band: float, partition: str = "seq") -> stretch.OPlus:
     """A user band join with ``within(width)`` as its predicate, indexed on ``band``."""
     return stretch.band_join(
         "near",
@@ -273,6 +359,7 @@ def near_join(width: float, band: float) -> stretch.OPlus:
         output={"x": "left.x", "a": "right.a", "b": "right.b"},
         keys=3,
         band=("x", "a", band),
+        partition=partition,
     )
 
 
@@ -289,21 +376,28 @@ def float_streams(draw: st.DrawFn, width: float) -> list[pa.Table]:
 
 
 @settings(max_examples=30, deadline=None)
-@given(data=st.data(), width=st.sampled_from(WIDTHS), plan=schedules(3), loose=st.booleans())
+@given(
+    data=st.data(),
+    width=st.sampled_from(WIDTHS),
+    plan=schedules(3),
+    loose=st.booleans(),
+    partition=PARTITIONS,
+)
 def test_user_band_join_equals_run_sn(
-    data: st.DataObject, width: float, plan: tuple[int, list[Step]], loose: bool
+    data: st.DataObject, width: float, plan: tuple[int, list[Step]], loose: bool, partition: str
 ) -> None:
     """A user's band (declared exactly or looser than the predicate) gives run_sn's rows."""
     tables = data.draw(float_streams(width))
     m, schedule = plan
-    op = near_join(width, 3 * width if loose else width)
+    op = near_join(width, 3 * width if loose else width, partition)
 
     def twin(left: StreamTuple, right: StreamTuple) -> Payload | None:
         if abs(left["x"] - right["a"]) <= width and left["y"] * right["b"] >= 0:
             return (left["x"], right["a"], right["b"])
         return None
 
-    reference = joins.band_join("near", 1, 30, (LEFT, RIGHT), op.output, twin, 3)
+    kernel = op.kernel.join if partition == "band" else None  # type: ignore[union-attr]
+    reference = joins.band_join("near", 1, 30, (LEFT, RIGHT), op.output, twin, 3, kernel, partition)
     out, _ = run_schedule(op, tables, m, 3, schedule)
     assert out.equals(run_sn(reference, tables))
 

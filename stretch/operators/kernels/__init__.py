@@ -155,10 +155,15 @@ class ForwardSpec(KernelSpec):
 
 @dataclass(frozen=True)
 class BandJoinSpec(KernelSpec):
-    """Operator 10 over ``keys`` keys with a compiled predicate."""
+    """Operator 10 over ``keys`` keys with a compiled predicate.
+
+    ``by_band``: each tuple is stored by the key of its band's block (``store_keys``),
+    not round robin; the join then has a band (``join.band``).
+    """
 
     keys: int
     join: BandJoin
+    by_band: bool = False
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,7 @@ from stretch.operators.kernels._band_join import (
 __all__ = [
     "INDEX_FULL",
     "NOT_FINITE",
+    "BLOCK_SHIFT",
     "band_cells",
     "grid_build",
     "grid_slots",
@@ -77,6 +78,7 @@ __all__ = [
     "run_band_cells",
     "scalejoin_indexed_run",
     "store_cells",
+    "store_keys",
 ]
 
 INDEX_FULL = 3
@@ -114,6 +116,54 @@ def _key_slots(slot_keys: NDArray[np.int64], keys: int) -> NDArray[np.int64]:
     for s in range(slot_keys.shape[0]):
         key_slot[slot_keys[s]] = s
     return key_slot
+
+
+BLOCK_SHIFT = 4
+"""Under ``partition=band`` a key stores the tuples of blocks of ``2**BLOCK_SHIFT`` band
+cells (``store_keys``): a probe reads three or four cells, so one block's key or two."""
+
+
+def store_keys(
+    seq: NDArray[np.int64], cell: NDArray[np.int64] | None, keys: int
+) -> NDArray[np.int64]:
+    """The key that stores each tuple: round robin, or by its band's block.
+
+    ``seq % keys`` (ScaleJoin's round robin) when ``cell`` is None; else the block of the
+    tuple's band cell (``cell >> BLOCK_SHIFT``, floored) modulo ``keys``, and round robin
+    for a cell that is not finite, which every probe reads wherever it is stored.
+    """
+    by_seq = seq % keys
+    if cell is None:
+        return by_seq
+    return np.where(cell == NOT_FINITE, by_seq, (cell >> BLOCK_SHIFT) % keys)
+
+
+@njit(inline="always")
+def _probes_here(
+    run_cells: NDArray[np.int64],
+    q: int,
+    key_slot: NDArray[np.int64],
+    keys: int,
+    block: int,
+    wild_count: int,
+) -> bool:
+    """Whether run tuple q's probe can find a partner in a slab (``key_slot``'s keys).
+
+    Always, unless the keys store by block (``block``: ``BLOCK_SHIFT``; -1 for round
+    robin, where every key holds tuples of every cell), the probe's range is finite and
+    the slab's wild cell (``wild_count`` entries) is empty: then only if the slab owns
+    the key of a block the probe's cells fall in.
+    """
+    low, high = run_cells[1, q], run_cells[2, q]
+    if block < 0 or wild_count > 0 or low > high:
+        return True
+    first, last = low >> block, high >> block
+    if last - first + 1 >= keys:
+        return True
+    for b in range(first, last + 1):  # noqa: SIM110 - Numba compiles no generator into any()
+        if key_slot[b % keys] >= 0:
+            return True
+    return False
 
 
 @njit(nogil=True, cache=True)
@@ -325,11 +375,16 @@ def _group_candidates(
     other: int,
     window: int,
     shift: int,
+    key_slot: NDArray[np.int64],
+    keys: int,
+    block: int,
 ) -> int:
     """An upper bound of the entries the group's probes would read (a window if unserved)."""
     wild = cell_count.shape[1] - 1
     total = 0
     for q in range(first, stop):
+        if not _probes_here(run_cells, q, key_slot, keys, block, cell_count[other, wild]):
+            continue
         if run_cells[1, q] > run_cells[2, q]:  # not finite
             return (stop - first) * window
         low, high = run_cells[1, q] >> shift, run_cells[2, q] >> shift
@@ -385,6 +440,7 @@ def _indexed_join(
     run_ts: NDArray[np.int64],
     run_source: NDArray[np.int64],
     run_seq: NDArray[np.int64],
+    run_key: NDArray[np.int64],
     run_cells: NDArray[np.int64],
     store_ts: NDArray[np.int64],
     store_seq: NDArray[np.int64],
@@ -397,7 +453,7 @@ def _indexed_join(
     left: Columns,
     right: Columns,
     bases: NDArray[np.int64],
-    grid: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], int, int],
+    grid: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], int, int, int],
     grid_columns: tuple[Columns, Columns],
     fill_grid: tuple[Fill, Fill],
     out: NDArray[np.int64],
@@ -406,13 +462,16 @@ def _indexed_join(
     """``_band_join._band_join`` with one grid per side over the stores of all its keys.
 
     The arguments are ``_band_join``'s, plus ``run_cells`` (each run tuple's cell and
-    the first and last cells its probe reads: ``band_cells``), ``store_cell`` (the
+    the first and last cells its probe reads: ``band_cells``), ``run_key`` (the key that
+    stores each run tuple: ``store_keys``), ``store_cell`` (the
     stored tuples' cells, beside ``store_ts``) and the grid, one per side shared by the
     slab's keys: ``cells[side, c, e]`` the store indices ``s * capacity + p`` of cell c's
     ring buffer (``C + 1`` cells, the last the wild one; a capacity that is a power of
     two), its head ``cell_head[side, c]`` and length ``cell_count[side, c]``, the grid
     cells' ``shift`` over the band's cells, ``small_window`` (a window of at most that
-    many tuples, all keys together, is compared by the nested loop), and a copy of the
+    many tuples, all keys together, is compared by the nested loop), ``block``
+    (``BLOCK_SHIFT`` when the keys store by block: a probe whose blocks' keys the slab does
+    not own is skipped, ``_probes_here``; -1 for round robin), and a copy of the
     columns the predicate reads of each entry (``grid_left`` / ``grid_right`` at ``c *
     cells.shape[2] + e``; ``fill_grid_left`` / ``fill_grid_right`` pair them with the input
     columns).
@@ -425,7 +484,7 @@ def _indexed_join(
     tuple. ``stats`` holds the matches written, the comparisons made and the groups run
     as a nested loop.
     """
-    cells, cell_head, cell_count, shift, small_window = grid
+    cells, cell_head, cell_count, shift, small_window, block = grid
     grid_left, grid_right = grid_columns
     fill_grid_left, fill_grid_right = fill_grid
     n_out = stats[0]
@@ -462,10 +521,12 @@ def _indexed_join(
             window += tail - head
         full = False
         for q in range(i, stop):
-            s = key_slot[run_seq[q] % keys]
+            s = key_slot[run_key[q]]
             stored[q - i] = s
             full |= s >= 0 and bounds[s, 2 * this + 1] + (stop - i) > capacity
-        scan = _group_candidates(run_cells, i, stop, cell_count, other, window, shift)
+        scan = _group_candidates(
+            run_cells, i, stop, cell_count, other, window, shift, key_slot, keys, block
+        )
         nested = window <= small_window or scan * NESTED_SHARE > (stop - i) * window
         if full or n_out + min(scan, (stop - i) * window) > cap_out:
             progress[:] = i
@@ -503,6 +564,8 @@ def _indexed_join(
                     )  # fmt: skip
         else:
             for q in range(i, stop):
+                if not _probes_here(run_cells, q, key_slot, keys, block, cell_count[other, wild]):
+                    continue
                 low, high = run_cells[1, q] >> shift, run_cells[2, q] >> shift
                 if this == 0:
                     n_out, seen = _probe_left_cells(
@@ -586,7 +649,7 @@ def store_cells(
     slot_keys: NDArray[np.int64],
     keys: int,
     run_source: NDArray[np.int64],
-    run_seq: NDArray[np.int64],
+    run_key: NDArray[np.int64],
     run_cells: NDArray[np.int64],
     before: NDArray[np.int64],
     after: NDArray[np.int64],
@@ -596,7 +659,7 @@ def store_cells(
     """Write the band cells of the tuples a call of the nested kernel stored.
 
     Slot s went from run tuple ``before[s]`` to ``after[s]`` (its ``progress``), storing
-    in run order each tuple of its key (``seq % keys``) at its side's tail, the tails
+    in run order each tuple of its key (``run_key``) at its side's tail, the tails
     being ``tails[s]`` (L, R) before the call; ``run_cells[0]`` holds each run tuple's
     cell. The grid rebuilt over the stores later (``grid_build``) reads them.
     """
@@ -606,7 +669,7 @@ def store_cells(
     key_slot = _key_slots(slot_keys, keys)
     at = tails.copy()
     for q in range(before.min(), after.max()):
-        s = key_slot[run_seq[q] % keys]
+        s = key_slot[run_key[q]]
         if s >= 0 and before[s] <= q < after[s]:
             side = 0 if run_source[q] == 0 else 1
             store_cell[s, side, at[s, side]] = run_cells[0, q]
@@ -623,6 +686,7 @@ def scalejoin_indexed_run(
     run_ts: NDArray[np.int64],
     run_source: NDArray[np.int64],
     run_seq: NDArray[np.int64],
+    run_key: NDArray[np.int64],
     run_cells: NDArray[np.int64],
     store_ts: NDArray[np.int64],
     store_seq: NDArray[np.int64],
@@ -640,6 +704,7 @@ def scalejoin_indexed_run(
     cell_count: NDArray[np.int64],
     shift: int,
     small_window: int,
+    block: int,
     grid_left: Columns,
     grid_right: Columns,
     fill_grid_left: Fill,
@@ -650,9 +715,9 @@ def scalejoin_indexed_run(
     """``_indexed_join`` with ScaleJoin's predicate; L reads (x, y), R reads (a, b)."""
     return _indexed_join(
         _scalejoin_candidate, _scalejoin_match, slot_keys, keys, ws, wa, progress, run_ts,
-        run_source, run_seq, run_cells, store_ts, store_seq, store_cell, bounds, stored_left,
-        stored_right, fill_left, fill_right, left, right, bases,
-        (cells, cell_head, cell_count, shift, small_window), (grid_left, grid_right),
+        run_source, run_seq, run_key, run_cells, store_ts, store_seq, store_cell, bounds,
+        stored_left, stored_right, fill_left, fill_right, left, right, bases,
+        (cells, cell_head, cell_count, shift, small_window, block), (grid_left, grid_right),
         (fill_grid_left, fill_grid_right), out, stats,
     )  # fmt: skip
 
@@ -667,6 +732,7 @@ def hedge_indexed_run(
     run_ts: NDArray[np.int64],
     run_source: NDArray[np.int64],
     run_seq: NDArray[np.int64],
+    run_key: NDArray[np.int64],
     run_cells: NDArray[np.int64],
     store_ts: NDArray[np.int64],
     store_seq: NDArray[np.int64],
@@ -684,6 +750,7 @@ def hedge_indexed_run(
     cell_count: NDArray[np.int64],
     shift: int,
     small_window: int,
+    block: int,
     grid_left: Columns,
     grid_right: Columns,
     fill_grid_left: Fill,
@@ -694,8 +761,8 @@ def hedge_indexed_run(
     """``_indexed_join`` with hedge's predicate; each side reads (symbol, price, avg_price)."""
     return _indexed_join(
         _hedge_candidate, _hedge_match, slot_keys, keys, ws, wa, progress, run_ts,
-        run_source, run_seq, run_cells, store_ts, store_seq, store_cell, bounds, stored_left,
-        stored_right, fill_left, fill_right, left, right, bases,
-        (cells, cell_head, cell_count, shift, small_window), (grid_left, grid_right),
+        run_source, run_seq, run_key, run_cells, store_ts, store_seq, store_cell, bounds,
+        stored_left, stored_right, fill_left, fill_right, left, right, bases,
+        (cells, cell_head, cell_count, shift, small_window, block), (grid_left, grid_right),
         (fill_grid_left, fill_grid_right), out, stats,
     )  # fmt: skip

@@ -280,6 +280,7 @@ def _band_join(
     run_ts: NDArray[np.int64],
     run_source: NDArray[np.int64],
     run_seq: NDArray[np.int64],
+    run_key: NDArray[np.int64],
     store_ts: NDArray[np.int64],
     store_seq: NDArray[np.int64],
     bounds: NDArray[np.int64],
@@ -304,7 +305,8 @@ def _band_join(
     updated it: ``earliestWinL(ts) > bounds[s, LAST]``, for the join's window of
     ``ws + 1`` ms, see ``stretch.operators.joins``) starts over empty, as the reference's
     new set does. ``ws`` is the band: pairs at most ``ws`` apart.
-    ``progress[s]`` is the next run tuple of slot s. Matches go to ``out[:, n]`` as
+    ``progress[s]`` is the next run tuple of slot s; ``run_key[q]`` the key that stores
+    run tuple q (``store_keys``). Matches go to ``out[:, n]`` as
     (tuple index, key, partner seq, j-th match of the tuple and key); ``stats`` holds the
     matches written and the comparisons made. Returns ``DONE``, or stops before a tuple
     whose matches might not fit (``OUT_FULL``: the caller takes the matches, grows
@@ -356,7 +358,7 @@ def _band_join(
                 )  # fmt: skip
             stats[1] += (stop - i) * (tail - head)
             for q in range(i, stop):  # the group's own stores: not compared with it
-                if run_seq[q] % keys == key:
+                if run_key[q] == key:
                     t = bounds[s, 2 * this + 1]
                     store_ts[s, this, t] = ts
                     store_seq[s, this, t] = run_seq[q]
@@ -381,6 +383,7 @@ def scalejoin_run(
     run_ts: NDArray[np.int64],
     run_source: NDArray[np.int64],
     run_seq: NDArray[np.int64],
+    run_key: NDArray[np.int64],
     store_ts: NDArray[np.int64],
     store_seq: NDArray[np.int64],
     bounds: NDArray[np.int64],
@@ -406,6 +409,7 @@ def scalejoin_run(
         run_ts,
         run_source,
         run_seq,
+        run_key,
         store_ts,
         store_seq,
         bounds,
@@ -431,6 +435,7 @@ def hedge_run(
     run_ts: NDArray[np.int64],
     run_source: NDArray[np.int64],
     run_seq: NDArray[np.int64],
+    run_key: NDArray[np.int64],
     store_ts: NDArray[np.int64],
     store_seq: NDArray[np.int64],
     bounds: NDArray[np.int64],
@@ -456,6 +461,7 @@ def hedge_run(
         run_ts,
         run_source,
         run_seq,
+        run_key,
         store_ts,
         store_seq,
         bounds,

@@ -73,6 +73,7 @@ def _entry_point(match: Callable[..., bool]) -> Callable[..., int]:
         run_ts: Any,
         run_source: Any,
         run_seq: Any,
+        run_key: Any,
         store_ts: Any,
         store_seq: Any,
         bounds: Any,
@@ -97,6 +98,7 @@ def _entry_point(match: Callable[..., bool]) -> Callable[..., int]:
             run_ts,
             run_source,
             run_seq,
+            run_key,
             store_ts,
             store_seq,
             bounds,
@@ -127,6 +129,7 @@ def _indexed_entry_point(match: Callable[..., bool]) -> Callable[..., int]:
         run_ts: Any,
         run_source: Any,
         run_seq: Any,
+        run_key: Any,
         run_cells: Any,
         store_ts: Any,
         store_seq: Any,
@@ -144,6 +147,7 @@ def _indexed_entry_point(match: Callable[..., bool]) -> Callable[..., int]:
         cell_count: Any,
         shift: int,
         small_window: int,
+        block: int,
         grid_left: Any,
         grid_right: Any,
         fill_grid_left: Any,
@@ -153,9 +157,9 @@ def _indexed_entry_point(match: Callable[..., bool]) -> Callable[..., int]:
     ) -> int:
         return _indexed_join(
             match, match, slot_keys, keys, ws, wa, progress, run_ts, run_source, run_seq,
-            run_cells, store_ts, store_seq, store_cell, bounds, stored_left, stored_right,
+            run_key, run_cells, store_ts, store_seq, store_cell, bounds, stored_left, stored_right,
             fill_left, fill_right, left, right, bases,
-            (cells, cell_head, cell_count, shift, small_window),
+            (cells, cell_head, cell_count, shift, small_window, block),
             (grid_left, grid_right), (fill_grid_left, fill_grid_right), out, stats,
         )  # fmt: skip
 

@@ -27,7 +27,7 @@ def _forward(op: OPlus, spec: ForwardSpec) -> CompiledOperator:
 
 
 def _band_join(op: OPlus, spec: BandJoinSpec) -> CompiledOperator:
-    return BandJoinKernel(op, spec.keys, spec.join)
+    return BandJoinKernel(op, spec.keys, spec.join, spec.by_band)
 
 
 def _aggregate(op: OPlus, spec: AggregateSpec) -> CompiledOperator:

@@ -21,6 +21,7 @@ from stretch.model.oplus import OPlus
 from stretch.model.schema import ColumnType
 from stretch.operators.kernels import Band, BandJoin
 from stretch.operators.kernels._band_index import (
+    BLOCK_SHIFT,
     INDEX_FULL,
     NOT_FINITE,
     band_cells,
@@ -28,6 +29,7 @@ from stretch.operators.kernels._band_index import (
     grid_slots,
     run_band_cells,
     store_cells,
+    store_keys,
 )
 from stretch.operators.kernels._band_join import (
     DONE,
@@ -342,8 +344,8 @@ class _Run:
     """A run's arguments to the kernels (``BandJoinKernel.process``) and their progress.
 
     Attributes:
-        window: Keys, the band (WS), WA, each slot's progress and the run's ts, source
-            and seq: the kernels' arguments in that order.
+        window: Keys, the band (WS), WA, each slot's progress and the run's ts, source,
+            seq and storing keys (``store_keys``): the kernels' arguments in that order.
         reads: The input columns the predicate reads, of L and of R.
         bases: The sequence number of each side's first held row.
         cells: Each run tuple's band cells (``band_cells``), for a join with a band.
@@ -366,10 +368,11 @@ class _Run:
 class BandJoinKernel:
     """Operator 10 with a catalog predicate: an instance's keys in one kernel call per run."""
 
-    def __init__(self, op: OPlus, keys: int, join: BandJoin) -> None:
+    def __init__(self, op: OPlus, keys: int, join: BandJoin, by_band: bool = False) -> None:
         self.op = op
         self.keys = keys
         self.join = join
+        self.by_band = by_band
         self.groups = np.array([op.group_of(k) for k in range(keys)], dtype=np.int64)
         left, right = (dict(schema) for schema in op.inputs)
         self.dtypes: Dtypes = (
@@ -439,19 +442,22 @@ class BandJoinKernel:
         # Before the first switch nothing is stored yet, so a slab starts empty.
         slab = self.slabs.get(instance.j) or _Slab(owned, self.dtypes, MIN_CAPACITY, self.band)
         assert np.array_equal(slab.slot_keys, owned), "a slab out of step with the mapping"
-        # Round robin: a key stores about one in K of the run's tuples per side.
+        # Round robin: a key stores about one in K of the run's tuples per side (by band
+        # more or fewer: a store that fills stops the kernel, which then grows it).
         extra = n // self.keys + 2
         slab = self.slabs[instance.j] = slab.reserve(extra)
         audit_groups(instance, self.groups[owned])
         held = tuple(store.rows() for store in instance.shared.sources)
         bases = np.array([held[0].base, held[1].base], dtype=np.int64)
+        cells = None if self.band is None else self._run_cells(held, bases, source, seq)
+        keys = store_keys(seq, cells[0] if self.by_band and cells is not None else None, self.keys)
         run = _Run(
             # The band: the join's O+ window is one tick longer than WS.
             (self.keys, self.op.ws_ms - 1, self.op.wa_ms, np.zeros(len(owned), np.int64), ts,
-             source, seq),
+             source, seq, keys),
             tuple(tuple(held[side].column(c) for c in self.join.reads[side]) for side in (0, 1)),
             bases,
-            None if self.band is None else self._run_cells(held, bases, source, seq),
+            cells,
             np.empty((4, 1024), dtype=np.int64),
             np.zeros(3, dtype=np.int64),  # matches in out, comparisons, nested groups
         )  # fmt: skip
@@ -502,7 +508,7 @@ class BandJoinKernel:
         if run.cells is not None and run.unnoted is not None and status in (STORE_FULL, DONE):
             before, tails = run.unnoted
             store_cells(
-                slab.slot_keys, self.keys, run.window[5], run.window[6], run.cells, before,
+                slab.slot_keys, self.keys, run.window[5], run.window[7], run.cells, before,
                 progress, tails, slab.cell,
             )  # fmt: skip
             run.unnoted = None
@@ -516,6 +522,7 @@ class BandJoinKernel:
             slab.slot_keys, *run.window, run.cells, slab.ts, slab.seq, slab.cell, slab.bounds,
             slab.columns[0], slab.columns[1], *self._fill(slab.columns, run.reads), *run.reads,
             run.bases, grid.cells, grid.head, grid.count, grid.shift, SMALL_WINDOW,
+            BLOCK_SHIFT if self.by_band else -1,
             *grid.columns, *self._fill(grid.columns, run.reads), run.out, run.stats,
         )  # fmt: skip
         return status
