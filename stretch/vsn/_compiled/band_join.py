@@ -384,6 +384,9 @@ class BandJoinKernel:
             for side, schema in enumerate((left, right))
         )
         self.slabs: dict[int, _Slab] = {}
+        # Each instance's match buffer, kept from run to run: it grows (to what one group
+        # of probes may find) once, not from its first size in every run.
+        self.outs: dict[int, NDArray[np.int64]] = {}
         self.comparisons: dict[int, int] = {}
         self.nested_groups: dict[int, int] = {}
         self.band = join.band if join.indexed is not None else None
@@ -458,7 +461,7 @@ class BandJoinKernel:
             tuple(tuple(held[side].column(c) for c in self.join.reads[side]) for side in (0, 1)),
             bases,
             cells,
-            np.empty((4, 1024), dtype=np.int64),
+            self.outs.get(instance.j, np.empty((4, 1024), dtype=np.int64)),
             np.zeros(3, dtype=np.int64),  # matches in out, comparisons, nested groups
         )  # fmt: skip
         found: list[NDArray[np.int64]] = []
@@ -484,6 +487,7 @@ class BandJoinKernel:
                 slab.regrid(room)
                 room = 2 * room
             run.stats[0] = 0
+        self.outs[instance.j] = run.out
         self.comparisons[instance.j] = self.comparisons.get(instance.j, 0) + int(run.stats[1])
         self.nested_groups[instance.j] = self.nested_groups.get(instance.j, 0) + int(run.stats[2])
         if found:
