@@ -70,7 +70,7 @@ def _store_key(keys: int, kernel: BandJoin | None, partition: str) -> Callable[[
         side = t.source
         value = band.keys(side, tuple(np.array([t[c]]) for c in band.reads[side]))
         cell = band_cells(value, band.width)[0]
-        return int(store_keys(np.array([t.seq]), cell, keys)[0])
+        return int(store_keys(np.array([t.seq]), cell, keys, True)[0])
 
     return by_band
 

@@ -49,8 +49,11 @@ logger = logging.getLogger(__name__)
 MIN_RUN = 4096
 """The ready tuples an instance takes from ESG_in at once, at the least (if ready)."""
 
-MAX_RUN = 16384
-"""The most ready tuples an instance takes from ESG_in at once."""
+MAX_RUN = 65536
+"""The most ready tuples an instance takes from ESG_in at once. Each run costs a fixed
+amount of Python under the GIL (``RUN_TARGET_NS``); the indexed ScaleJoin at p16 on two
+cores made 2,397 runs in all of at most 16,384 tuples (5.7 s) and 877 of at most 65,536
+(4.6 s), on 2 x 1M tuples with ``partition=band``."""
 
 FULL_LOG_WAIT_S = 0.05
 """How long an instance waiting for room in ESG_out parks at once while the log is full."""

@@ -123,19 +123,24 @@ BLOCK_SHIFT = 4
 cells (``store_keys``): a probe reads three or four cells, so one block's key or two."""
 
 
+@njit(nogil=True, cache=True)
 def store_keys(
-    seq: NDArray[np.int64], cell: NDArray[np.int64] | None, keys: int
+    seq: NDArray[np.int64], cell: NDArray[np.int64], keys: int, by_band: bool
 ) -> NDArray[np.int64]:
     """The key that stores each tuple: round robin, or by its band's block.
 
-    ``seq % keys`` (ScaleJoin's round robin) when ``cell`` is None; else the block of the
-    tuple's band cell (``cell >> BLOCK_SHIFT``, floored) modulo ``keys``, and round robin
-    for a cell that is not finite, which every probe reads wherever it is stored.
+    ``seq % keys`` (ScaleJoin's round robin) unless ``by_band``; then the block of the
+    tuple's band cell ``cell`` (``cell >> BLOCK_SHIFT``, floored) modulo ``keys``, and
+    round robin for a cell that is not finite, which every probe reads wherever it is
+    stored. ``cell`` is read only ``by_band``.
     """
-    by_seq = seq % keys
-    if cell is None:
-        return by_seq
-    return np.where(cell == NOT_FINITE, by_seq, (cell >> BLOCK_SHIFT) % keys)
+    found = np.empty(seq.shape[0], dtype=np.int64)
+    for k in range(seq.shape[0]):
+        if by_band and cell[k] != NOT_FINITE:
+            found[k] = (cell[k] >> BLOCK_SHIFT) % keys
+        else:
+            found[k] = seq[k] % keys
+    return found
 
 
 @njit(inline="always")

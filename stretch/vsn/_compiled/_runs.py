@@ -12,8 +12,13 @@ __all__ = ["audit_groups", "data_nodes", "owned_groups"]
 
 
 def data_nodes(nodes: ReadyNodes, start: int, stop: int) -> tuple[NDArray[np.int64], ...]:
-    """``(ts, source, seq)`` of the data tuples among nodes ``start..stop``."""
+    """``(ts, source, seq)`` of the data tuples among nodes ``start..stop``.
+
+    Views of the nodes' columns when every node is a data tuple (most runs), else copies.
+    """
     mask = nodes.kind[start:stop] == DATA
+    if mask.all():
+        return nodes.ts[start:stop], nodes.source[start:stop], nodes.payload[start:stop]
     return (
         nodes.ts[start:stop][mask],
         nodes.source[start:stop][mask],
