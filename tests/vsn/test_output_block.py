@@ -5,11 +5,14 @@ from __future__ import annotations
 from itertools import pairwise
 from random import Random
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
 from stretch.model.instance import OutputRow
 from stretch.model.schema import Schema
+from stretch.operators.catalog import build
+from stretch.vsn import setup
 from stretch.vsn._output_block import OutputBlock
 
 SCHEMA = Schema.of(v="int")
@@ -59,3 +62,45 @@ def test_merge_sorts_runs_in_any_order(rows: list[OutputRow], cuts: list[int], r
     shuffled = OutputBlock.merge(runs)
     assert shuffled.ts.tolist() == ordered.ts.tolist()
     assert (shuffled.key == ordered.key).all()
+
+
+@st.composite
+def interleaved_takes(draw: st.DrawFn) -> tuple[list[int], list[int], list[list[int]]]:
+    """Blocks of ``sizes`` rows, their rows merged in some order, cut into takes."""
+    sizes = draw(st.lists(st.integers(1, 40), min_size=1, max_size=5))
+    left = list(sizes)
+    merged = []
+    while any(left):
+        b = draw(st.sampled_from([i for i, n in enumerate(left) if n]))
+        merged.append(b)
+        left[b] -= 1
+    cuts = sorted(draw(st.sets(st.integers(1, len(merged)), max_size=6)) - {len(merged)})
+    takes = [merged[a:b] for a, b in pairwise([0, *cuts, len(merged)])]
+    return sizes, merged, takes
+
+
+@given(interleaved_takes())
+def test_a_pool_takes_interleaved_rows_of_its_blocks(
+    drawn: tuple[list[int], list[int], list[list[int]]],
+) -> None:
+    """The drainer takes each block's rows in order, interleaved with other blocks' rows."""
+    sizes, _, takes = drawn
+    pipeline = setup(build("forward", {"columns": "v:int"}), 1, 1)
+    try:
+        pool = pipeline._pool
+        firsts = []
+        for b, size in enumerate(sizes):
+            rows = [OutputRow(i, (1000 * b + i,), (0, i)) for i in range(size)]
+            firsts.append(pool.store_block(OutputBlock.of_rows(SCHEMA, rows)))
+        taken = [0] * len(sizes)
+        for take in takes:
+            ids, expected = [], []
+            for b in take:
+                ids.append(firsts[b] + taken[b])
+                expected.append(1000 * b + taken[b])
+                taken[b] += 1
+            got = pool.take_rows(np.array(ids, dtype=np.int64))
+            assert got.rows.column("v").to_pylist() == expected
+        assert not pool._blocks  # every block dropped once all its rows were taken
+    finally:
+        pipeline.shutdown()
