@@ -44,6 +44,10 @@ def _cases() -> dict[str, tuple[OPlus, list[pa.Table]]]:
     forward_rows = Schema.of(v="int").table(list(range(0, 3000, 3)), [(i,) for i in range(1000)])
     return {
         "scalejoin": (build("scalejoin", {"ws": 200, "keys": 4}), scalejoin(1200, 500.0, seed=2)),
+        "scalejoin_band": (
+            build("scalejoin", {"ws": 200, "keys": 4, "partition": "band"}),
+            scalejoin(1200, 500.0, seed=2),
+        ),
         "hedge": (build("hedge", {"ws": 300, "keys": 3}), hedge(1200, 500.0, seed=2) * 2),
         "paircount": (build("paircount", {"wa": 100, "ws": 300, "b": 3}), tweet),
         "longest_tweet": (build("longest_tweet", {"wa": 100, "ws": 300}), tweet),
