@@ -65,12 +65,20 @@ def _store_key(keys: int, kernel: BandJoin | None, partition: str) -> Callable[[
         msg = "partition 'band' needs a band (an indexed join: index=on)"
         raise ValueError(msg)
     band = kernel.band
+    # The last tuple and its key: f_U sees a tuple once per key. One entry, replaced
+    # whole, so that instances sharing the operator (the generic path) read a consistent
+    # pair; held, the tuple cannot be freed and another take its identity.
+    last: list[tuple[StreamTuple | None, int]] = [(None, 0)]
 
     def by_band(t: StreamTuple) -> int:
-        side = t.source
-        value = band.keys(side, tuple(np.array([t[c]]) for c in band.reads[side]))
+        seen, key = last[0]
+        if seen is t:
+            return key
+        value = band.keys(t.source, tuple(np.array([t[c]]) for c in band.reads[t.source]))
         cell = band_cells(value, band.width)[0]
-        return int(store_keys(np.array([t.seq]), cell, keys, True)[0])
+        key = int(store_keys(np.array([t.seq]), cell, keys, True)[0])
+        last[0] = (t, key)
+        return key
 
     return by_band
 
