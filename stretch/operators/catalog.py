@@ -305,13 +305,17 @@ def _hedge_match(left: StreamTuple, right: StreamTuple) -> Payload | None:
     return None
 
 
-def _index(text: str) -> str:
-    """The ``index`` parameter of the band joins: ``on`` or ``off``."""
-    value = text.strip().lower()
-    if value not in {"on", "off"}:
-        msg = f"must be 'on' or 'off', got {text[:40]!r}"
-        raise ValueError(msg)
-    return value
+def _one_of(*values: str) -> Callable[[str], str]:
+    """A parser of one of ``values`` (case and surrounding spaces aside)."""
+
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in values:
+            msg = f"must be {' or '.join(map(repr, values))}, got {text[:40]!r}"
+            raise ValueError(msg)
+        return value
+
+    return parse
 
 
 def _indexed(kernel: BandJoin, p: Mapping[str, Any]) -> BandJoin:
@@ -320,24 +324,15 @@ def _indexed(kernel: BandJoin, p: Mapping[str, Any]) -> BandJoin:
 
 
 _INDEX = Param(
-    _index,
+    _one_of("on", "off"),
     "on",
     "'on': each probe reads only the grid cells of its band; 'off': the nested loop of "
     "the paper (every probe compares the whole opposite window)",
 )
 
 
-def _partition(text: str) -> str:
-    """The ``partition`` parameter of the band joins: ``seq`` or ``band``."""
-    value = text.strip().lower()
-    if value not in {"seq", "band"}:
-        msg = f"must be 'seq' or 'band', got {text[:40]!r}"
-        raise ValueError(msg)
-    return value
-
-
 _PARTITION = Param(
-    _partition,
+    _one_of("seq", "band"),
     "seq",
     "how the keys share the stored tuples: 'seq' round robin (ScaleJoin's; every instance "
     "probes every tuple), 'band' by blocks of the band's cells (an instance probes only "
