@@ -178,8 +178,8 @@ class InstancePool:
 
         Consecutive ids (one instance's rows) are slices of the blocks holding them;
         otherwise those blocks are joined and the rows gathered. A block is dropped once
-        every row of it was taken. O(len(row_ids) + blocks held), plus, when gathering, the
-        rows of each block touched between the first and the last id taken of it.
+        every row of it was taken. O(len(row_ids) + blocks held), plus the rows of the
+        blocks touched when gathering.
         """
         n = len(row_ids)
         if n == 0:
@@ -202,20 +202,10 @@ class InstancePool:
                     for first, block in blocks
                 ]
             )
-        # Only the span of each block that the ids reach: the drainer takes each block's
-        # rows in order, a few thousand at a time, so joining whole blocks (up to a run's
-        # output each) for every take copied them again and again.
-        lows = np.full(len(firsts), np.iinfo(np.int64).max, dtype=np.int64)
-        highs = np.zeros(len(firsts), dtype=np.int64)
-        np.minimum.at(lows, which, row_ids)
-        np.maximum.at(highs, which, row_ids)
-        pieces = [
-            block.slice(int(lows[b] - first), int(highs[b] + 1 - first))
-            for b, (first, block) in zip(used.tolist(), blocks, strict=True)
-        ]
         starts = np.zeros(len(firsts), dtype=np.int64)
-        starts[used] = np.cumsum([0, *(len(piece) for piece in pieces[:-1])]) - lows[used]
-        return OutputBlock.concat(pieces).take(row_ids + starts[which])
+        sizes = [len(block) for _, block in blocks]
+        starts[used] = np.cumsum([0, *sizes[:-1]]) - firsts[used]
+        return OutputBlock.concat([block for _, block in blocks]).take(row_ids + starts[which])
 
     def switch(
         self,

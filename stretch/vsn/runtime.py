@@ -211,12 +211,8 @@ def run_vsn(
         pipeline.shutdown()
 
 
-FEED_ROWS = 65536
-"""Rows a source adds at most per step of ``run_vsn``'s feeding (what does not fit in
-ESG_in waits in the source's backlog). Each step costs the feeding thread Python under
-the GIL, which it shares with every instance: the indexed ScaleJoin on 2 x 1M tuples
-took 2.2 s at p1 and 5.5 s at p16 in steps of 16,384 rows, 1.9 s and 4.1 s in steps of
-65,536 (two cores, in process); as a whole ``stretch replay`` at p2, 6% less wall time."""
+FEED_ROWS = 16384
+"""Rows a source adds at most per step of ``run_vsn``'s feeding."""
 
 
 def _feeding_plan(
@@ -226,7 +222,7 @@ def _feeding_plan(
 
     All sources advance together, at most ``FEED_ROWS`` rows each per step, so no source
     runs far ahead of another: ESG_in's flow control holds a source that is ahead to half
-    its capacity, and a whole file added at once would sit in its backlog.
+    its capacity, and a whole file added at once would wait forever for the others.
     """
     data_steps = {int(ts) for column in columns for ts in column[FEED_ROWS - 1 :: FEED_ROWS]}
     steps: list[tuple[int, int, int | None]] = [(ts, 0, None) for ts in data_steps]
