@@ -31,6 +31,7 @@ BENCHMARKS = (
     "scaleout",
     "spark",
     "spark_bandjoin",
+    "threads",
     "vsn_vs_sn",
 )
 """The experiments, ``benchmarks/bench_NAME.py``."""
