@@ -380,15 +380,16 @@ def _group_candidates(
     other: int,
     window: int,
     shift: int,
-    key_slot: NDArray[np.int64],
-    keys: int,
-    block: int,
+    probing: NDArray[np.bool_],
 ) -> int:
-    """An upper bound of the entries the group's probes would read (a window if unserved)."""
+    """An upper bound of the entries the group's probes would read (a window if unserved).
+
+    ``probing[q - first]``: whether run tuple q probes this slab (``_probes_here``).
+    """
     wild = cell_count.shape[1] - 1
     total = 0
     for q in range(first, stop):
-        if not _probes_here(run_cells, q, key_slot, keys, block, cell_count[other, wild]):
+        if not probing[q - first]:
             continue
         if run_cells[1, q] > run_cells[2, q]:  # not finite
             return (stop - first) * window
@@ -506,6 +507,7 @@ def _indexed_join(
     hits = np.empty((GROUP, capacity // BLOCK + 1), np.int64)
     rows = np.empty(GROUP, np.int64)
     stored = np.empty(GROUP, np.int64)
+    probing = np.empty(GROUP, np.bool_)
     i = progress[0]
     while i < n:
         this = 0 if run_source[i] == 0 else 1
@@ -525,13 +527,13 @@ def _indexed_join(
             bounds[s, 2 * other] = head
             window += tail - head
         full = False
+        wild_count = cell_count[other, wild]
         for q in range(i, stop):
             s = key_slot[run_key[q]]
             stored[q - i] = s
             full |= s >= 0 and bounds[s, 2 * this + 1] + (stop - i) > capacity
-        scan = _group_candidates(
-            run_cells, i, stop, cell_count, other, window, shift, key_slot, keys, block
-        )
+            probing[q - i] = _probes_here(run_cells, q, key_slot, keys, block, wild_count)
+        scan = _group_candidates(run_cells, i, stop, cell_count, other, window, shift, probing)
         nested = window <= small_window or scan * NESTED_SHARE > (stop - i) * window
         if full or n_out + min(scan, (stop - i) * window) > cap_out:
             progress[:] = i
@@ -569,7 +571,7 @@ def _indexed_join(
                     )  # fmt: skip
         else:
             for q in range(i, stop):
-                if not _probes_here(run_cells, q, key_slot, keys, block, cell_count[other, wild]):
+                if not probing[q - i]:
                     continue
                 low, high = run_cells[1, q] >> shift, run_cells[2, q] >> shift
                 if this == 0:

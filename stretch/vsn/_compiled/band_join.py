@@ -453,11 +453,11 @@ class BandJoinKernel:
         held = tuple(store.rows() for store in instance.shared.sources)
         bases = np.array([held[0].base, held[1].base], dtype=np.int64)
         cells = None if self.band is None else self._run_cells(held, bases, source, seq)
-        keys = store_keys(seq, seq if cells is None else cells[0], self.keys, self.by_band)
+        run_key = store_keys(seq, seq if cells is None else cells[0], self.keys, self.by_band)
         run = _Run(
             # The band: the join's O+ window is one tick longer than WS.
             (self.keys, self.op.ws_ms - 1, self.op.wa_ms, np.zeros(len(owned), np.int64), ts,
-             source, seq, keys),
+             source, seq, run_key),
             tuple(tuple(held[side].column(c) for c in self.join.reads[side]) for side in (0, 1)),
             bases,
             cells,
