@@ -354,6 +354,16 @@ class ShardedClient:
         for known in [k for k in cuts if k < offset]:
             del cuts[known]
 
+    def committed(self, name: str) -> Cut:
+        """Each shard's committed offset: where its log starts, and a new reader resumes.
+
+        Or will start, once a restarted shard has produced again the rows a commit passed
+        (its ``start_offset`` lags until then).
+        """
+        return Cut(
+            tuple(self._each(lambda shard: int(shard.status(name)["output"]["committed_offset"])))
+        )
+
     def _cut(self, name: str, offset: int) -> Cut:
         """The cut of merged ``offset``: 0, one this client returned, or the committed one.
 
@@ -366,9 +376,7 @@ class ShardedClient:
         cut = self._cuts.get(name, {}).get(offset)
         if cut is not None:
             return cut
-        committed = Cut(
-            tuple(self._each(lambda shard: int(shard.status(name)["output"]["committed_offset"])))
-        )
+        committed = self.committed(name)
         if committed.offset == offset:
             return committed
         msg = (

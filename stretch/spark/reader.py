@@ -233,17 +233,9 @@ def _cut(offset: Mapping[str, Any]) -> Cut:
 
 
 def _shard_starts(options: ReaderOptions) -> Cut:
-    """Each shard's committed offset: where its log starts.
-
-    Or will start, once a restarted shard has produced again the rows a commit passed.
-    """
+    """Each shard's committed offset (``ShardedClient.committed``)."""
     with options.shards() as client:
-        return Cut(
-            tuple(
-                int(shard.status(options.operator)["output"]["committed_offset"])
-                for shard in client.shards
-            )
-        )
+        return client.committed(options.operator)
 
 
 class StretchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
