@@ -177,6 +177,7 @@ def main() -> None:
         parser.error("--parallelism must include 1 (every ratio is against p1)")
     result: dict[str, Any] = {"args": vars(args), "machine": machine()}
     join_params = ["--param", f"ws={args.ws}", "--param", "keys=16"]
+    written: dict[int, list[str]] = {}  # the join's files by rows per stream, written once
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.workloads:
 
@@ -197,7 +198,9 @@ def main() -> None:
                 }
             else:
                 rows = args.join_rows if name == "scalejoin" else args.index_rows
-                files = _write(scalejoin(rows, args.join_rate, 1), tmp, name)
+                if rows not in written:
+                    written[rows] = _write(scalejoin(rows, args.join_rate, 1), tmp, f"join{rows}")
+                files = written[rows]
                 index = "off" if name == "scalejoin" else "on"
                 one_t = "1T" if name == "scalejoin" else "indexed_1T"
                 script = HERE / ("onethread_scalejoin.py" if index == "off" else
