@@ -127,3 +127,22 @@ def test_merge_runs_merges_sorted_runs_stably(
     expected = sorted(rows, key=lambda row: row[0])  # stable: runs' order, then in a run
     assert got == expected
     assert (len(order) == 0) == (expected == rows)
+
+
+@given(
+    st.lists(st.integers(1, 300), min_size=1, max_size=4),
+    st.integers(1, 3),
+    st.integers(0, 2**32 - 1),
+)
+def test_order_ties_sorts_runs_short_and_long_stably(
+    lengths: list[int], width: int, seed: int
+) -> None:
+    """Runs of equal ts on both sides of ``_RANK_MAX`` (counted ranks, merges) and keys
+    with many equal first columns: the order of a stable sort by (ts, keys)."""
+    rng = np.random.default_rng(seed)
+    ts = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    keys = rng.integers(-3, 3, size=(width, len(ts)), dtype=np.int64)
+    keys[0, : len(ts) // 2] = rng.integers(-(2**63), 2**63 - 1, size=len(ts) // 2)
+    order = order_ties(ts, keys)
+    expected = np.lexsort((*keys[::-1], ts))  # lexsort is stable; its last key is primary
+    assert (order if len(order) else np.arange(len(ts))).tolist() == expected.tolist()
