@@ -241,8 +241,8 @@ class SharedPool(Protocol):
     ) -> None:
         """Alg. 4 L12-13, run once by the last instance at the barrier."""
 
-    def store_block(self, block: OutputBlock) -> int:
-        """Keep a block until the drainer takes its rows; return its first row's id."""
+    def store_blocks(self, blocks: Sequence[OutputBlock]) -> int:
+        """Keep blocks until the drainer takes their rows; return the first row's id."""
 
     def backlog(self) -> bool:
         """Whether a source has input waiting for room in ESG_in."""
@@ -490,8 +490,10 @@ class VSNInstance:
         W is the instance's watermark, or ``watermark`` (below it) when a kernel's
         expiry went out in pieces (``_expire``): every row before it is out then.
 
-        The buffered blocks are merged here, once per run of nodes; the rows released get
-        consecutive ESG_out payloads (the pool's row ids), the rest stay buffered.
+        The buffered blocks are merged here, once per run of nodes, if they are not in
+        order one after the other already (a kernel's blocks of successive runs are: they
+        then go out as they are, not joined); the rows released get consecutive ESG_out
+        payloads (the pool's row ids), the rest stay buffered.
 
         Rows at exactly W stay buffered until W grows (or input ends): ESG_out makes a
         node ``(W, j)`` ready only once every lower-indexed instance has passed W, and
@@ -507,19 +509,20 @@ class VSNInstance:
         watermark = self.oplus.watermark if watermark is None else watermark
         self._seal_rows()
         if self._blocks:
-            buffered = OutputBlock.merge(self._blocks)
-            cut = int(np.searchsorted(buffered.ts, watermark, "left"))
-            self._blocks = [buffered.slice(cut, len(buffered))] if cut < len(buffered) else []
-            if cut:
-                ready = buffered.slice(0, cut)
-                first = shared.store_block(ready)
+            buffered = self._blocks
+            if not OutputBlock.follow_on(buffered):
+                buffered = [OutputBlock.merge(buffered)]
+            ready, self._blocks = OutputBlock.split(buffered, watermark)
+            if ready:
+                n = sum(len(block) for block in ready)
+                first = shared.store_blocks(ready)
                 shared.esg_out.add_batch(
                     self.j,
-                    ready.ts,
-                    np.arange(first, first + cut, dtype=np.int64),
+                    np.concatenate([block.ts for block in ready]),
+                    np.arange(first, first + n, dtype=np.int64),
                     self._waiting_for_room,
                 )
-                self.tuples_out += cut
+                self.tuples_out += n
                 shared.drainer_wake.set()
         if watermark > self._released:
             shared.esg_out.add_watermark(self.j, watermark, self._waiting_for_room)

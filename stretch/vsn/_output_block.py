@@ -126,15 +126,41 @@ class OutputBlock:
         return joined.take(order) if len(order) else joined
 
     @staticmethod
+    def follow_on(blocks: Sequence[OutputBlock]) -> bool:
+        """Whether sorted ``blocks`` are in ``(ts, cause)`` order one after the other.
+
+        Only where they meet is compared: O(number of blocks).
+        """
+        full = [block for block in blocks if len(block)]
+        return all(a.key[:, -1].tolist() <= b.key[:, 0].tolist() for a, b in pairwise(full))
+
+    @staticmethod
+    def split(
+        blocks: Sequence[OutputBlock], ts: int
+    ) -> tuple[list[OutputBlock], list[OutputBlock]]:
+        """The rows of ``blocks`` (in order one after the other) before ``ts``, and the rest.
+
+        Each as a list of blocks, without copying: the block holding the boundary is cut
+        into two slices.
+        """
+        before: list[OutputBlock] = []
+        for i, block in enumerate(blocks):
+            cut = int(np.searchsorted(block.ts, ts, "left"))
+            if cut < len(block):
+                if cut:
+                    before.append(block.slice(0, cut))
+                return before, [block.slice(cut, len(block)), *blocks[i + 1 :]]
+            before.append(block)
+        return before, []
+
+    @staticmethod
     def in_order(blocks: Sequence[OutputBlock]) -> bool:
         """Whether the rows of ``blocks``, one after the other, are in ``(ts, cause)`` order.
 
         O(n), in a compiled loop.
         """
         full = [block for block in blocks if len(block)]
-        return all(keys_in_order(block.key) for block in full) and all(
-            a.key[:, -1].tolist() <= b.key[:, 0].tolist() for a, b in pairwise(full)
-        )
+        return all(keys_in_order(block.key) for block in full) and OutputBlock.follow_on(full)
 
     def take(self, indices: NDArray[np.int64]) -> OutputBlock:
         """The rows at ``indices``, in that order. O(len(indices))."""

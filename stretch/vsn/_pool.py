@@ -161,29 +161,32 @@ class InstancePool:
             return None
         return min(known) - self.op.ws_ms - self.op.wa_ms - 1
 
-    def store_block(self, block: OutputBlock) -> int:
-        """Keep a block until the drainer takes its rows; return its first row's id.
+    def store_blocks(self, blocks: Sequence[OutputBlock]) -> int:
+        """Keep blocks until the drainer takes their rows; return the first row's id.
 
-        The rows get the consecutive ids (ESG_out payloads) ``first .. first + n - 1``.
+        The rows, block after block, get the consecutive ids (ESG_out payloads) ``first ..
+        first + n - 1``.
         """
         with self._row_lock:
             first = self._next_row
-            self._next_row += len(block)
-            self._blocks[first] = block
-            self._untaken[first] = len(block)
+            for block in blocks:
+                if len(block):
+                    self._blocks[self._next_row] = block
+                    self._untaken[self._next_row] = len(block)
+                    self._next_row += len(block)
         return first
 
-    def take_rows(self, row_ids: NDArray[np.int64]) -> OutputBlock:
+    def take_rows(self, row_ids: NDArray[np.int64]) -> list[OutputBlock]:
         """The rows of ESG_out payloads ``row_ids``, in that order (each is taken once).
 
-        Consecutive ids (one instance's rows) are slices of the blocks holding them;
-        otherwise those blocks are joined and the rows gathered. A block is dropped once
-        every row of it was taken. O(len(row_ids) + blocks held), plus the rows of the
-        blocks touched when gathering.
+        Consecutive ids (one instance's rows) are slices of the blocks holding them,
+        returned as they are (no row copied); otherwise those blocks are joined and the
+        rows gathered into one block. A block is dropped once every row of it was taken.
+        O(len(row_ids) + blocks held), plus the rows of the blocks touched when gathering.
         """
         n = len(row_ids)
         if n == 0:
-            return OutputBlock.empty(self.output_schema)
+            return []
         with self._row_lock:
             firsts = np.fromiter(self._blocks, dtype=np.int64, count=len(self._blocks))
             which = np.searchsorted(firsts, row_ids, side="right") - 1
@@ -196,16 +199,14 @@ class InstancePool:
                     del self._blocks[first], self._untaken[first]
         low, high = int(row_ids[0]), int(row_ids[-1]) + 1
         if high - low == n and bool(np.all(np.diff(row_ids) == 1)):
-            return OutputBlock.concat(
-                [
-                    block.slice(max(low - first, 0), min(high - first, len(block)))
-                    for first, block in blocks
-                ]
-            )
+            return [
+                block.slice(max(low - first, 0), min(high - first, len(block)))
+                for first, block in blocks
+            ]
         starts = np.zeros(len(firsts), dtype=np.int64)
         sizes = [len(block) for _, block in blocks]
         starts[used] = np.cumsum([0, *sizes[:-1]]) - firsts[used]
-        return OutputBlock.concat([block for _, block in blocks]).take(row_ids + starts[which])
+        return [OutputBlock.concat([block for _, block in blocks]).take(row_ids + starts[which])]
 
     def switch(
         self,

@@ -578,15 +578,14 @@ class Pipeline:
                     pool.drainer_wake.wait()  # set by instances, producers and stop
                     continue
                 last = int(batch.ts[-1])
-                rows = pool.take_rows(batch.payload[batch.kind == DATA])
+                rows = pool.take_rows(batch.payload[batch.kind == DATA])  # in ts order
                 if last > drained:
-                    open_from = int(np.searchsorted(rows.ts, last))
-                    pending.append(rows.slice(0, open_from))
-                    self._append_complete(pending, last)
-                    pending = [rows.slice(open_from, len(rows))]
+                    complete, rest = OutputBlock.split(rows, last)
+                    self._append_complete([*pending, *complete], last)
+                    pending = rest
                     drained = pool.drained_ts = last
                 else:
-                    pending.append(rows)
+                    pending.extend(rows)
                 if last == END_OF_INPUT and batch.kind[-1] != DATA:
                     self._log.finish()
                     return

@@ -91,7 +91,7 @@ def test_a_pool_takes_interleaved_rows_of_its_blocks(
         firsts = []
         for b, size in enumerate(sizes):
             rows = [OutputRow(i, (1000 * b + i,), (0, i)) for i in range(size)]
-            firsts.append(pool.store_block(OutputBlock.of_rows(SCHEMA, rows)))
+            firsts.append(pool.store_blocks([OutputBlock.of_rows(SCHEMA, rows)]))
         taken = [0] * len(sizes)
         for take in takes:
             ids, expected = [], []
@@ -100,7 +100,7 @@ def test_a_pool_takes_interleaved_rows_of_its_blocks(
                 expected.append(1000 * b + taken[b])
                 taken[b] += 1
             got = pool.take_rows(np.array(ids, dtype=np.int64))
-            assert got.rows.column("v").to_pylist() == expected
+            assert [v for block in got for v in block.rows.column("v").to_pylist()] == expected
         assert not pool._blocks  # every block dropped once all its rows were taken
     finally:
         pipeline.shutdown()
