@@ -170,6 +170,18 @@ class OutputBlock:
         """Rows ``start..stop-1`` (no copy)."""
         return OutputBlock(self.key[:, start:stop], self.rows.slice(start, stop - start))
 
+    def take_ordered(self, indices: NDArray[np.int64]) -> OutputBlock:
+        """The rows at ``indices`` (in ``ts`` order), each run of equal ``ts`` by cause.
+
+        ``take(indices).ties_sorted()`` with one gather of the rows: the keys are gathered
+        and ordered first, and the rows taken once in the final order.
+        """
+        key = np.take(self.key, indices, axis=1)
+        order = order_ties(key[0], key[1:])
+        if len(order):
+            indices, key = indices[order], key[:, order]
+        return OutputBlock(key, self.rows.take(indices))
+
     def ties_sorted(self) -> OutputBlock:
         """The rows, in ``ts`` order already, with each run of equal ``ts`` by cause.
 

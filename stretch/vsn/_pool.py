@@ -177,12 +177,14 @@ class InstancePool:
         return first
 
     def take_rows(self, row_ids: NDArray[np.int64]) -> list[OutputBlock]:
-        """The rows of ESG_out payloads ``row_ids``, in that order (each is taken once).
+        """The rows of ESG_out payloads ``row_ids``, given in ``ts`` order (each once).
 
-        Consecutive ids (one instance's rows) are slices of the blocks holding them,
-        returned as they are (no row copied); otherwise those blocks are joined and the
-        rows gathered into one block. A block is dropped once every row of it was taken.
-        O(len(row_ids) + blocks held), plus the rows of the blocks touched when gathering.
+        Consecutive ids (one instance's rows, in ``(ts, cause)`` order) are slices of the
+        blocks holding them, returned as they are, in that order: no row is copied.
+        Otherwise those blocks are joined and the rows gathered into one block, each run
+        of equal ``ts`` by cause (several instances' rows interleave there). A block is
+        dropped once every row of it was taken. O(len(row_ids) + blocks held), plus the
+        rows of the blocks touched when gathering.
         """
         n = len(row_ids)
         if n == 0:
@@ -206,7 +208,8 @@ class InstancePool:
         starts = np.zeros(len(firsts), dtype=np.int64)
         sizes = [len(block) for _, block in blocks]
         starts[used] = np.cumsum([0, *sizes[:-1]]) - firsts[used]
-        return [OutputBlock.concat([block for _, block in blocks]).take(row_ids + starts[which])]
+        joined = OutputBlock.concat([block for _, block in blocks])
+        return [joined.take_ordered(row_ids + starts[which])]
 
     def switch(
         self,

@@ -578,7 +578,11 @@ class Pipeline:
                     pool.drainer_wake.wait()  # set by instances, producers and stop
                     continue
                 last = int(batch.ts[-1])
-                rows = pool.take_rows(batch.payload[batch.kind == DATA])  # in ts order
+                rows = pool.take_rows(batch.payload[batch.kind == DATA])
+                if pending:  # other instances' rows at the pending ts come first: merge them in
+                    head, rows = OutputBlock.split(rows, drained + 1)
+                    if head:
+                        pending = [OutputBlock.merge([*pending, *head])]
                 if last > drained:
                     complete, rest = OutputBlock.split(rows, last)
                     self._append_complete([*pending, *complete], last)
@@ -596,14 +600,16 @@ class Pipeline:
             self._log.finish()
 
     def _append_complete(self, blocks: list[OutputBlock], complete_before: int) -> None:
-        """Append complete rows, given in ESG_out order, in ``(ts, cause)`` order.
+        """Append complete rows, in ``(ts, cause)`` order.
 
         ESG_out gives them in ``ts`` order, and the rows of one instance are in ``(ts,
         cause)`` order already: each release is sorted and holds only rows before its
         watermark, so a later release holds later ts (Lemma 2). Rows of several instances
-        with the same ``ts`` interleave. So the rows are checked (O(n)) and only the runs
-        of equal ``ts`` sorted by cause if they are out of order. A restored pipeline drops
-        the rows before its snapshot's D: the log has them already.
+        with the same ``ts`` interleave: ``take_rows`` orders them within a take, and the
+        drainer merges the rows at the ts left pending by the take before. The order is
+        checked (O(n), compiled) and the runs of equal ``ts`` sorted by cause if it does
+        not hold. A restored pipeline drops the rows before its snapshot's D: the log has
+        them already.
         """
         if not OutputBlock.in_order(blocks):
             blocks = [OutputBlock.concat(blocks).ties_sorted()]

@@ -65,42 +65,50 @@ def test_merge_sorts_runs_in_any_order(rows: list[OutputRow], cuts: list[int], r
 
 
 @st.composite
-def interleaved_takes(draw: st.DrawFn) -> tuple[list[int], list[int], list[list[int]]]:
-    """Blocks of ``sizes`` rows, their rows merged in some order, cut into takes."""
-    sizes = draw(st.lists(st.integers(1, 40), min_size=1, max_size=5))
-    left = list(sizes)
-    merged = []
-    while any(left):
-        b = draw(st.sampled_from([i for i, n in enumerate(left) if n]))
-        merged.append(b)
-        left[b] -= 1
-    cuts = sorted(draw(st.sets(st.integers(1, len(merged)), max_size=6)) - {len(merged)})
-    takes = [merged[a:b] for a, b in pairwise([0, *cuts, len(merged)])]
-    return sizes, merged, takes
+def interleaved_takes(draw: st.DrawFn) -> tuple[list[list[tuple[int, int]]], list[int]]:
+    """Instances' released blocks of ``(ts, c)`` rows, and where ESG_out's order is cut.
+
+    ESG_out gives the rows by ``(ts, instance, position)``; each take is a stretch of it.
+    """
+    rows = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 9)), min_size=1, max_size=40)
+    blocks = [sorted(draw(rows)) for _ in range(draw(st.integers(1, 4)))]
+    total = sum(len(block) for block in blocks)
+    cuts = sorted(draw(st.sets(st.integers(1, total), max_size=6)) - {total})
+    return blocks, cuts
 
 
 @given(interleaved_takes())
 def test_a_pool_takes_interleaved_rows_of_its_blocks(
-    drawn: tuple[list[int], list[int], list[list[int]]],
+    drawn: tuple[list[list[tuple[int, int]]], list[int]],
 ) -> None:
-    """The drainer takes each block's rows in order, interleaved with other blocks' rows."""
-    sizes, _, takes = drawn
+    """The drainer takes each block's rows in order, interleaved with other blocks' rows.
+
+    A take's rows come in ``ts`` order, each block's in its own; gathered (ids not
+    consecutive), in ``(ts, cause)`` order.
+    """
+    blocks, cuts = drawn
     pipeline = setup(build("forward", {"columns": "v:int"}), 1, 1)
     try:
         pool = pipeline._pool
         firsts = []
-        for b, size in enumerate(sizes):
-            rows = [OutputRow(i, (1000 * b + i,), (0, i)) for i in range(size)]
+        for b, block in enumerate(blocks):
+            rows = [OutputRow(ts, (1000 * b + i,), (0, c, b, i)) for i, (ts, c) in enumerate(block)]
             firsts.append(pool.store_blocks([OutputBlock.of_rows(SCHEMA, rows)]))
-        taken = [0] * len(sizes)
-        for take in takes:
-            ids, expected = [], []
-            for b in take:
-                ids.append(firsts[b] + taken[b])
-                expected.append(1000 * b + taken[b])
-                taken[b] += 1
+        esg_out = sorted(
+            (ts, b, i, c) for b, block in enumerate(blocks) for i, (ts, c) in enumerate(block)
+        )
+        for start, stop in pairwise([0, *cuts, len(esg_out)]):
+            take = esg_out[start:stop]
+            ids = [firsts[b] + i for _, b, i, _ in take]
             got = pool.take_rows(np.array(ids, dtype=np.int64))
-            assert [v for block in got for v in block.rows.column("v").to_pylist()] == expected
+            values = [v for block in got for v in block.rows.column("v").to_pylist()]
+            assert [t for block in got for t in block.ts.tolist()] == [t for t, _, _, _ in take]
+            for b in range(len(blocks)):
+                mine = [1000 * b + i for _, b_, i, _ in take if b_ == b]
+                assert [v for v in values if v // 1000 == b] == mine
+            if ids != list(range(ids[0], ids[0] + len(ids))):
+                by_cause = sorted((t, c, b, i) for t, b, i, c in take)
+                assert values == [1000 * b + i for _, _, b, i in by_cause]
         assert not pool._blocks  # every block dropped once all its rows were taken
     finally:
         pipeline.shutdown()
