@@ -91,15 +91,6 @@ class OutputBlock:
         return cls(np.ascontiguousarray(key.T), batch)
 
     @classmethod
-    def empty(cls, schema: pa.Schema) -> OutputBlock:
-        """No rows."""
-        columns = [pa.array([], field.type) for field in schema]
-        return cls(
-            np.empty((1 + CAUSE_WIDTH, 0), dtype=np.int64),
-            pa.RecordBatch.from_arrays(columns, schema=schema),
-        )
-
-    @classmethod
     def concat(cls, blocks: Sequence[OutputBlock]) -> OutputBlock:
         """The rows of ``blocks`` (at least one) one after the other. O(total rows)."""
         full = [block for block in blocks if len(block)]
@@ -140,16 +131,19 @@ class OutputBlock:
     ) -> tuple[list[OutputBlock], list[OutputBlock]]:
         """The rows of ``blocks`` (in order one after the other) before ``ts``, and the rest.
 
-        Each as a list of blocks, without copying: the block holding the boundary is cut
-        into two slices.
+        Each as a list of non-empty blocks, without copying: the block holding the
+        boundary is cut into two slices.
         """
         before: list[OutputBlock] = []
         for i, block in enumerate(blocks):
+            if not len(block):
+                continue
             cut = int(np.searchsorted(block.ts, ts, "left"))
             if cut < len(block):
                 if cut:
                     before.append(block.slice(0, cut))
-                return before, [block.slice(cut, len(block)), *blocks[i + 1 :]]
+                rest = [block.slice(cut, len(block)), *blocks[i + 1 :]]
+                return before, [block for block in rest if len(block)]
             before.append(block)
         return before, []
 

@@ -64,6 +64,25 @@ def test_merge_sorts_runs_in_any_order(rows: list[OutputRow], cuts: list[int], r
     assert (shuffled.key == ordered.key).all()
 
 
+@given(output_rows(), st.lists(st.integers(0, 30), max_size=4), small, st.randoms())
+def test_split_cuts_blocks_that_follow_on_at_a_ts(
+    rows: list[OutputRow], cuts: list[int], ts: int, rnd: Random
+) -> None:
+    """``follow_on`` tells sorted blocks in order from others; ``split`` copies nothing."""
+    ordered = OutputBlock.of_rows(SCHEMA, rows).sorted()
+    bounds = [0, *sorted(min(c, len(rows)) for c in cuts), len(rows)]
+    runs = [ordered.slice(a, b) for a, b in pairwise(bounds)]
+    assert OutputBlock.follow_on(runs)
+    before, rest = OutputBlock.split(runs, ts)
+    assert all(len(block) for block in [*before, *rest])
+    assert [t for block in before for t in block.ts.tolist()] == [t for t in ordered.ts if t < ts]
+    assert [t for block in rest for t in block.ts.tolist()] == [t for t in ordered.ts if t >= ts]
+    got = OutputBlock.concat([*before, *rest]) if before or rest else ordered
+    assert got.rows.equals(ordered.rows)
+    rnd.shuffle(runs)
+    assert OutputBlock.follow_on(runs) == OutputBlock.in_order(runs)
+
+
 @st.composite
 def interleaved_takes(draw: st.DrawFn) -> tuple[list[list[tuple[int, int]]], list[int]]:
     """Instances' released blocks of ``(ts, c)`` rows, and where ESG_out's order is cut.
