@@ -6,14 +6,18 @@ from itertools import pairwise
 from random import Random
 
 import numpy as np
-from hypothesis import given
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stretch.model.instance import OutputRow
 from stretch.model.schema import Schema
+from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
-from stretch.vsn import setup
+from stretch.vsn import pipeline, run_vsn, setup
 from stretch.vsn._output_block import OutputBlock
+from tests.streams import tweets
 
 SCHEMA = Schema.of(v="int")
 small = st.integers(-3, 3)
@@ -131,3 +135,18 @@ def test_a_pool_takes_interleaved_rows_of_its_blocks(
         assert not pool._blocks  # every block dropped once all its rows were taken
     finally:
         pipeline.shutdown()
+
+
+@settings(max_examples=15, deadline=None)
+@given(table=tweets(max_rows=30), nodes=st.sampled_from([1, 2, 5]), m=st.integers(2, 3))
+def test_output_taken_a_few_nodes_at_a_time_equals_run_sn(
+    table: pa.Table, nodes: int, m: int
+) -> None:
+    """The drainer taking a few ESG_out nodes at a time: a ts's rows come over several takes
+    and several instances (paircount closes many pairs at one window end), are held open,
+    gathered in order and merged when the ts completes."""
+    op = build("paircount", {"wa": 10, "ws": 30})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "DRAIN_NODES", nodes)
+        out = run_vsn(op, [table], m)
+    assert out.equals(run_sn(op, [table]))
