@@ -509,10 +509,7 @@ class VSNInstance:
         watermark = self.oplus.watermark if watermark is None else watermark
         self._seal_rows()
         if self._blocks:
-            buffered = self._blocks
-            if not OutputBlock.follow_on(buffered):
-                buffered = [OutputBlock.merge(buffered)]
-            ready, self._blocks = OutputBlock.split(buffered, watermark)
+            ready, self._blocks = OutputBlock.split(OutputBlock.ordered(self._blocks), watermark)
             if ready:
                 n = sum(len(block) for block in ready)
                 first = shared.store_blocks(ready)

@@ -125,6 +125,14 @@ class OutputBlock:
         full = [block for block in blocks if len(block)]
         return all(a.key[:, -1].tolist() <= b.key[:, 0].tolist() for a, b in pairwise(full))
 
+    @classmethod
+    def ordered(cls, blocks: Sequence[OutputBlock]) -> list[OutputBlock]:
+        """Sorted ``blocks`` in ``(ts, cause)`` order, one after the other.
+
+        As they are if they follow on (no row copied), else merged into one (``merge``).
+        """
+        return list(blocks) if cls.follow_on(blocks) else [cls.merge(blocks)]
+
     @staticmethod
     def split(
         blocks: Sequence[OutputBlock], ts: int

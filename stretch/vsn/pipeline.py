@@ -582,7 +582,7 @@ class Pipeline:
                 if last > drained:
                     if pending:  # this take's rows at the pending ts come first
                         head, rows = OutputBlock.split(rows, drained + 1)
-                        pending = _in_order([*pending, *head])
+                        pending = OutputBlock.ordered([*pending, *head])
                     complete, rest = OutputBlock.split(rows, last)
                     self._append_complete([*pending, *complete], last)
                     pending = rest
@@ -891,11 +891,6 @@ def _check_shard(op: OPlus, shard: Shard | None) -> None:
             f"least {shard.count}"
         )
         raise OperatorError(msg)
-
-
-def _in_order(blocks: list[OutputBlock]) -> list[OutputBlock]:
-    """Sorted blocks of one ``ts`` as they are if they follow on, else merged into one."""
-    return blocks if OutputBlock.follow_on(blocks) else [OutputBlock.merge(blocks)]
 
 
 def _with_cause(block: OutputBlock) -> pa.RecordBatch:
