@@ -7,9 +7,14 @@ for row. It knows no threads, gates, kernels or catalog names (``stretch.operato
 ``stretch.vsn``).
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from stretch.model.oplus import KernelSpec, OPlus, OutputTime, StreamTuple, Windows, WindowType
 from stretch.model.schema import Schema
-from stretch.model.sn import SNRuntime, run_sn
+
+if TYPE_CHECKING:
+    from stretch.model.sn import SNRuntime, run_sn
 
 __all__ = [
     "KernelSpec",
@@ -22,3 +27,15 @@ __all__ = [
     "Windows",
     "run_sn",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load the reference runtime on first use.
+
+    Its batches' string dictionary loads Numba, which a process that needs only the
+    schemas (a Spark worker running the ``stretch`` data source) does without.
+    """
+    if name not in ("SNRuntime", "run_sn"):
+        msg = f"module 'stretch.model' has no attribute {name!r}"
+        raise AttributeError(msg)
+    return getattr(importlib.import_module("stretch.model.sn"), name)
