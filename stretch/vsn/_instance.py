@@ -100,8 +100,10 @@ def _next_piece(piece: int, nodes: int, rows: int) -> int:
     expiry, ``_expire``), so the instance hands it as many nodes as, at the last call's
     rows per node, make ``OUTPUT_PIECE_ROWS`` rows: a join where most pairs match holds
     about one piece of output at a time, not a run's matches. It grows at most twofold a
-    call (to ``MAX_RUN``), so while the rows per node hold it stays within two pieces; a
-    sudden rise in rows per node within one call is bounded only by that call's nodes.
+    call (to ``MAX_RUN``), so while the rows per node hold it stays within two pieces. A
+    sudden rise in rows per node within one call: the indexed band join then releases
+    its matches whenever it found a piece (``release_before``); the nested loop, which
+    walks the call's tuples key by key, holds that call's matches.
     """
     at_rate = nodes * OUTPUT_PIECE_ROWS // max(rows, 1)
     return int(max(1, min(at_rate, 2 * piece, MAX_RUN)))
@@ -318,6 +320,16 @@ class VSNInstance:
         if len(block):
             self._blocks.append(block)
 
+    def release_before(self, ts: int) -> None:
+        """Release the rows made so far before ``ts`` now, in the middle of a run.
+
+        For a kernel whose run makes more than a piece of output (``OUTPUT_PIECE_ROWS``):
+        it promises that no later row of the run is before ``ts``, which becomes the
+        instance's watermark in ESG_out. Waits for room there as every release does, so
+        the instance holds about a piece of a run's rows while the readers catch up.
+        """
+        self._release(ts)
+
     def _owns(self, group: int) -> bool:
         return self.plan.mapping[group] == self.j
 
@@ -391,9 +403,9 @@ class VSNInstance:
             if stop > i:
                 assert compiled is not None
                 stop = min(stop, i + self._piece)
-                before = self._buffered_rows()
+                before = self.tuples_out + self._buffered_rows()
                 self.tuples_in += compiled.process(self, nodes, i, stop)
-                made = self._buffered_rows() - before
+                made = self.tuples_out + self._buffered_rows() - before
                 self._piece = _next_piece(self._piece, stop - i, made)
                 self.oplus.watermark = max(self.oplus.watermark, int(nodes.ts[stop - 1]))
                 self._expire(compiled, self.oplus.watermark)

@@ -120,6 +120,37 @@ def test_scalejoin_indexed_equals_run_sn(
     assert out.equals(run_sn(op, tables))
 
 
+@st.composite
+def crowded(draw: st.DrawFn) -> list[pa.Table]:
+    """L and R of 20-80 tuples in 100 ms, most pairs matching, over a few cells."""
+    xs = st.sampled_from([-3, 0, 4, 9, 15, 22])
+    ys = st.floats(-4, 4)
+    tables = []
+    for schema, extra in ((SCALEJOIN_L, ()), (SCALEJOIN_R, (0.0, True))):
+        ts = sorted(draw(st.lists(st.integers(0, 100), min_size=20, max_size=80)))
+        tables.append(schema.table(ts, [(draw(xs), draw(ys), *extra) for _ in ts]))
+    return tables
+
+
+@settings(max_examples=25, deadline=None)
+@given(tables=crowded(), plan=schedules(), piece=st.integers(1, 8), partition=PARTITIONS)
+def test_matches_released_a_few_at_a_time_equal_run_sn(
+    tables: list[pa.Table], plan: tuple[int, list[Step]], piece: int, partition: str
+) -> None:
+    """The indexed kernel's matches go out each time it found ``piece`` of them.
+
+    Its match buffer starts at two, so the kernel stops every few matches (the caller may
+    release only there: each stop falls between groups of run tuples).
+    """
+    m, schedule = plan
+    op = build("scalejoin", {"ws": 40, "keys": 4, "partition": partition})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compiled_band_join, "OUTPUT_PIECE_ROWS", piece)
+        patch.setattr(compiled_band_join, "FIRST_MATCHES", 2)
+        out, _ = run_schedule(op, tables, m, 4, schedule)
+    assert out.equals(run_sn(op, tables))
+
+
 INT64 = np.iinfo(np.int64)
 
 

@@ -24,6 +24,7 @@ from stretch.generate import tweets
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import SCALEJOIN_L, SCALEJOIN_R, build
 from stretch.vsn import RuntimeSettings, _instance, run_vsn, setup
+from stretch.vsn._compiled import band_join as compiled_band_join
 from stretch.vsn.pipeline import Pipeline
 from tests import streams
 from tests.vsn.support import no_thread_leak, run_schedule
@@ -236,3 +237,50 @@ def test_a_dense_join_makes_its_output_in_pieces(
     assert max(rows for _, rows in calls) <= 3 * piece
     # all input is ready at once: runs take MIN_RUN nodes or more, the kernel calls far fewer
     assert max(nodes for nodes, _ in calls[len(calls) // 2 :]) < _instance.MIN_RUN // 8
+
+
+@cache
+def _rising_join() -> list[pa.Table]:
+    """ScaleJoin streams whose matches rise all at once: 6,000 tuples a side with x spread
+    over a million values (next to no match), then 1,000 whose x alternate between two
+    values, each pair matching about half the window (the grid keeps both cells)."""
+    sparse, dense = 6000, 1000
+    ts = [i // 4 for i in range(sparse + dense)]
+    x = [(i * 7919) % 1_000_000 for i in range(sparse)] + [7 + 500 * (i % 2) for i in range(dense)]
+    left = SCALEJOIN_L.table(ts, [(v, 1.5) for v in x])
+    right = SCALEJOIN_R.table(ts, [(v, 1.5, 0.0, True) for v in x])
+    return [left, right]
+
+
+@pytest.mark.parametrize("m", [1, 2])
+def test_a_sudden_rise_in_matches_goes_out_in_pieces_within_a_call(
+    monkeypatch: pytest.MonkeyPatch, m: int
+) -> None:
+    """The calls grew while nothing matched; the indexed kernel's call that meets the rise
+    releases its matches a piece at a time instead of holding them all to its end."""
+    op = build("scalejoin", DENSE)
+    tables = _rising_join()
+    expected = run_sn(op, tables)
+    piece = 5000
+    assert expected.num_rows > 40 * piece
+    calls: list[int] = []
+    next_piece = _instance._next_piece
+
+    def recorded(last: int, nodes: int, rows: int) -> int:
+        calls.append(nodes)
+        return next_piece(last, nodes, rows)
+
+    monkeypatch.setattr(_instance, "OUTPUT_PIECE_ROWS", piece)
+    monkeypatch.setattr(compiled_band_join, "OUTPUT_PIECE_ROWS", piece)
+    held: list[int] = []
+    release = _instance.VSNInstance._release
+
+    def recorded_release(self: _instance.VSNInstance, watermark: int | None = None) -> None:
+        held.append(self._buffered_rows())
+        release(self, watermark)
+
+    monkeypatch.setattr(_instance, "_next_piece", recorded)
+    monkeypatch.setattr(_instance.VSNInstance, "_release", recorded_release)
+    assert run_vsn(op, tables, m).equals(expected)
+    assert max(calls) * 100 > expected.num_rows  # a call could have made most of the rows
+    assert max(held) <= 3 * piece

@@ -43,11 +43,16 @@ from stretch.operators.kernels._band_join import (
 )
 from stretch.vsn._compiled._runs import audit_groups, data_nodes, owned_groups
 from stretch.vsn._ingest import SourceRows, SourceStore, column_dtype
-from stretch.vsn._instance import ReadyNodes, VSNInstance
+from stretch.vsn._instance import OUTPUT_PIECE_ROWS, ReadyNodes, VSNInstance
 from stretch.vsn._output_block import OutputBlock
 from stretch.vsn._reconfiguration import EpochPlan
 
 __all__ = ["GRID_BUDGET", "MIN_CAPACITY", "SMALL_WINDOW", "BandJoinKernel"]
+
+
+def _joined(found: list[NDArray[np.int64]]) -> NDArray[np.int64]:
+    """The kernel's matches of successive calls as one array (a row per field)."""
+    return found[0] if len(found) == 1 else np.concatenate(found, axis=1)
 
 
 def _gathered(
@@ -62,6 +67,10 @@ def _gathered(
 
 MIN_CAPACITY = 256
 """The fewest tuples a slab's store holds per key and side."""
+
+FIRST_MATCHES = 1024
+"""The matches an instance's match buffer holds at first; it doubles when a group's might
+not fit, and is kept from run to run."""
 
 Dtypes = tuple[tuple[np.dtype[Any], ...], tuple[np.dtype[Any], ...]]
 """The types of the columns the predicate reads, of L and of R."""
@@ -461,10 +470,11 @@ class BandJoinKernel:
             tuple(tuple(held[side].column(c) for c in self.join.reads[side]) for side in (0, 1)),
             bases,
             cells,
-            self.outs.get(instance.j, np.empty((4, 1024), dtype=np.int64)),
+            self.outs.get(instance.j, np.empty((4, FIRST_MATCHES), dtype=np.int64)),
             np.zeros(3, dtype=np.int64),  # matches in out, comparisons, nested groups
         )  # fmt: skip
         found: list[NDArray[np.int64]] = []
+        found_rows = 0
         status = OUT_FULL
         room = 8
         # The index serves the run if the slab keeps a grid as it starts; a rebuild may
@@ -476,6 +486,15 @@ class BandJoinKernel:
             status = self._indexed(slab, run) if indexed else self._nested(slab, run)
             if run.stats[0]:
                 found.append(run.out[:, : run.stats[0]].copy())
+                found_rows += int(run.stats[0])
+            if indexed and status != DONE and found_rows >= OUTPUT_PIECE_ROWS:
+                # The indexed kernel stops between groups, every slot at the same run
+                # tuple, so what it found are all the matches of the tuples before it:
+                # they go out now, however many more the rest of the run makes.
+                done = int(run.window[3][0])
+                self._emit(instance, held, ts, source, seq, order_matches(_joined(found), n))
+                instance.release_before(int(ts[done]))
+                found, found_rows = [], 0
             if status == OUT_FULL and run.stats[0] < run.out.shape[1] // 2:
                 # The kernel stops when a group's matches might not fit (at most the
                 # window's size each): grow the buffer instead of calling it per window.
@@ -491,8 +510,7 @@ class BandJoinKernel:
         self.comparisons[instance.j] = self.comparisons.get(instance.j, 0) + int(run.stats[1])
         self.nested_groups[instance.j] = self.nested_groups.get(instance.j, 0) + int(run.stats[2])
         if found:
-            matches = order_matches(np.concatenate(found, axis=1), n)
-            self._emit(instance, held, ts, source, seq, matches)
+            self._emit(instance, held, ts, source, seq, order_matches(_joined(found), n))
         return n
 
     def _nested(self, slab: _Slab, run: _Run) -> int:
