@@ -42,6 +42,11 @@ def column_dtype(kind: ColumnType) -> np.dtype[Any]:
     return np.dtype(np.int32 if kind is ColumnType.STR else kind.arrow.to_pandas_dtype())
 
 
+VIEW_TRIM = 4
+"""A trim keeps its rows in place (views) when they are more than this many times the rows
+it drops (``SourceStore.trim``)."""
+
+
 @dataclass(frozen=True)
 class SourceRows:
     """The rows a source holds, from sequence number ``base``: row seq is at ``seq - base``.
@@ -259,13 +264,24 @@ class SourceStore:
         """Drop the rows with ``ts < before_ts`` if there are at least ``min_rows``.
 
         The caller holds ``self.lock`` and guarantees that no reader looks those rows up
-        any more. Returns the new ``base``. O(rows kept) when it trims.
+        any more. Returns the new ``base``. The rows kept move to new arrays (which frees
+        the old ones once no reader holds them) unless they are more than ``VIEW_TRIM``
+        times the rows dropped: then the arrays stay, seen from the first row kept, until
+        the next growth. So a row is copied O(1) times, whatever the window.
         """
         rows = self._rows
         held = rows.ts[: self._length - rows.base]
         drop = int(np.searchsorted(held, before_ts, side="left"))
         if drop >= max(min_rows, 1):
-            self._moved(rows.base + drop, 2 * (held.shape[0] - drop))
+            kept = held.shape[0] - drop
+            if kept > VIEW_TRIM * drop:
+                # Copying a long window at every trim would cost it again and again: the
+                # rows kept stay where they are (views past the dropped ones), and the
+                # next growth (``append``) copies only them.
+                columns = {name: column[drop:] for name, column in rows.columns.items()}
+                self._rows = SourceRows(rows.base + drop, rows.ts[drop:], columns)
+            else:
+                self._moved(rows.base + drop, 2 * kept)
             with self._tuple_lock:
                 base, tuples = self._tuples
                 self._tuples = (rows.base + drop, tuples[rows.base + drop - base :])

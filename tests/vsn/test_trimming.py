@@ -45,6 +45,37 @@ def test_trim_drops_old_rows_and_snapshots_stay_valid() -> None:
         store.tuple_at(5)
 
 
+def test_a_long_window_is_not_copied_at_every_trim(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trimming a few rows off a long window leaves the rest in place: every row is copied
+    a few times in all (at growths), not once per trim; old snapshots still read theirs."""
+    numbers = Schema.of(v="int")
+    store = SourceStore(0, numbers, "source 0", StringDictionary())
+    copied: list[int] = []
+    moved = SourceStore._moved
+
+    def counted(self: SourceStore, base: int, capacity: int) -> object:
+        copied.append(len(self) - base)
+        return moved(self, base, capacity)
+
+    monkeypatch.setattr(SourceStore, "_moved", counted)
+    window, chunk, total = 20_000, 500, 200_000
+    snapshots = []
+    for start in range(0, total, chunk):
+        ts = list(range(start, start + chunk))
+        store.append(numbers.table(ts, [(t * 10,) for t in ts]))
+        store.trim(start + chunk - window, min_rows=1)
+        if start % 50_000 == 0:
+            snapshots.append((start, store.rows()))
+    assert sum(copied) <= 4 * total  # copying the window at each of 400 trims: 8M rows
+    rows = store.rows()
+    assert rows.base == total - window
+    kept = np.arange(total - window, total)
+    assert np.array_equal(rows.column("v")[kept - rows.base], kept * 10)
+    for start, snapshot in snapshots:  # each still reads the rows it was taken with
+        seqs = np.arange(max(snapshot.base, start - 100), start + chunk)
+        assert np.array_equal(snapshot.column("v")[seqs - snapshot.base], seqs * 10)
+
+
 def _cases() -> list[tuple[str, dict[str, object], list[pa.Table], bool]]:
     tweet = tweets(1500, 100.0, seed=3)
     return [
