@@ -23,7 +23,7 @@ single-thread programs a user could write instead, on the same files:
 Each command runs once first (Numba's cache filled, the files in the page cache), every
 output is checked to hold the baseline's rows, then the cases run ``--runs`` times
 round robin and medians are reported. ``cpu_s`` is the CPU time of the process (all
-threads), ``run_s`` the replay's own time from its first add to its output table.
+threads), ``run_s`` the replay's own time from its first add to its output written.
 Writes ``cores.json`` and ``cores.png`` to the results folder.
 """
 

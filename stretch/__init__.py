@@ -8,7 +8,7 @@ Three rooms, each depending only on the ones before it:
   ``Param``, ``load_operators``), compiled band joins with a user's predicate (``band_join``) and
   the kernels;
 * ``stretch.vsn``: the VSN runtime (``setup`` gives a running ``Pipeline``; ``run_vsn``
-  runs tables through one).
+  runs tables through one, ``run_vsn_pieces`` too, giving the output in bounded pieces).
 
 At the top: the CLI (``cli``), the REST client (``client``), file IO, generators, errors.
 """
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from stretch.model.sn import SNRuntime, run_sn
     from stretch.operators.catalog import CATALOG, Param, build, load_operators, register
     from stretch.operators.compiled_join import band_join
-    from stretch.vsn import Pipeline, run_vsn, setup
+    from stretch.vsn import Pipeline, run_vsn, run_vsn_pieces, setup
 
 __all__ = [
     "CATALOG",
@@ -64,6 +64,7 @@ __all__ = [
     "register",
     "run_sn",
     "run_vsn",
+    "run_vsn_pieces",
     "setup",
 ]
 
@@ -83,6 +84,7 @@ _LAZY = {
     "run_sn": "stretch.model.sn",
     "Pipeline": "stretch.vsn",
     "run_vsn": "stretch.vsn",
+    "run_vsn_pieces": "stretch.vsn",
     "setup": "stretch.vsn",
 }
 

@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -29,7 +29,14 @@ from stretch import __version__
 from stretch.bench import BENCHMARKS, DEFAULT_OUTPUT, run_benchmark, split_output
 from stretch.errors import InputError, StretchError
 from stretch.generate import DEFAULT_ROWS, GENERATORS
-from stretch.io import FORMATS, csv_text, read_table, write_table
+from stretch.io import (
+    FORMATS,
+    TableWriter,
+    csv_text,
+    read_table,
+    remove_partial_files,
+    write_table,
+)
 from stretch.join_estimate import (
     DEFAULT_WS_MS,
     REFUSE_COMPARISONS,
@@ -40,7 +47,7 @@ from stretch.model.schema import TS, ColumnType, conform
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import CATALOG, build, load_operators
 from stretch.progress import ReplayProgress
-from stretch.vsn import run_vsn
+from stretch.vsn import run_vsn_pieces
 
 __all__ = ["main"]
 
@@ -152,7 +159,11 @@ def _numba_ahead() -> threading.Thread:
 
 
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
-    """Stop now: skip joining the runtime's threads (daemons) and print no traceback."""
+    """Stop now: skip joining the runtime's threads (daemons) and print no traceback.
+
+    An output file being written is left as it was (its partial file is deleted).
+    """
+    remove_partial_files()
     sys.stderr.write(f"stretch: interrupted ({signal.Signals(signum).name})\n")
     sys.stderr.flush()
     os._exit(128 + signum)
@@ -588,22 +599,29 @@ def _replay(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     if args.runtime == "vsn":
         progress = ReplayProgress(op.name, [t.column(TS).to_numpy() for t in tables], log)
+        pieces = run_vsn_pieces(
+            op,
+            tables,
+            args.parallelism,
+            args.max_parallelism,
+            schedule,
+            on_start=progress.watch if args.verbose else None,
+        )
         try:
-            result = run_vsn(
-                op,
-                tables,
-                args.parallelism,
-                args.max_parallelism,
-                schedule,
-                on_start=progress.watch if args.verbose else None,
-            )
+            rows_out = _write_output(pieces, args.output)
         finally:
+            pieces.close()
             progress.stop()
     else:
-        result = run_sn(op, tables, args.parallelism)
+        rows_out = _write_output(iter([run_sn(op, tables, args.parallelism)]), args.output)
     elapsed = time.perf_counter() - started
-    log.info("%s: %d rows in, %d rows out in %.2f s", op.name, rows_in, result.num_rows, elapsed)
-    _write_output(result, args.output)
+    log.info(
+        "%s: %d rows in, %d rows out in %.2f s (output written)",
+        op.name,
+        rows_in,
+        rows_out,
+        elapsed,
+    )
     return 0
 
 
@@ -673,11 +691,23 @@ def _ordered(table: pa.Table, path: str, asserted: bool) -> pa.Table:
     return table.take(pa.array(np.argsort(ts, kind="stable")))
 
 
-def _write_output(table: pa.Table, path: str | None) -> None:
+def _write_output(pieces: Iterator[pa.Table], path: str | None) -> int:
+    """Write the output's pieces as they come to ``path`` (CSV on stdout if None).
+
+    Returns the rows written. A file appears whole once the last piece is in (see
+    ``TableWriter``); on stdout the pieces are printed as they come.
+    """
+    rows = 0
     if path is None:
-        sys.stdout.writelines(csv_text(table))
-        return
-    write_table(table, path)
+        for i, piece in enumerate(pieces):
+            sys.stdout.writelines(csv_text(piece, header=i == 0))
+            rows += piece.num_rows
+        return rows
+    with TableWriter(path) as writer:
+        for piece in pieces:
+            writer.write(piece)
+            rows += piece.num_rows
+    return rows
 
 
 def _generate(args: argparse.Namespace) -> int:

@@ -16,7 +16,9 @@ column never reads back as integers.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,14 @@ import pyarrow.parquet as pq
 from stretch.errors import InputError, SchemaError
 from stretch.model.schema import TS
 
-__all__ = ["FORMATS", "csv_text", "read_table", "write_table"]
+__all__ = [
+    "FORMATS",
+    "TableWriter",
+    "csv_text",
+    "read_table",
+    "remove_partial_files",
+    "write_table",
+]
 
 FORMATS: tuple[str, ...] = (".csv", ".jsonl", ".arrow", ".parquet")
 """The file extensions :func:`read_table` and :func:`write_table` accept."""
@@ -88,11 +97,11 @@ def read_table(path: str | Path) -> pa.Table:
 def write_table(table: pa.Table, path: str | Path) -> None:
     """Write a table to a file, its format chosen by the file's extension.
 
-    Missing parent directories are created; an existing file is replaced. Every format
-    reads back equal with :func:`read_table` for integer, float, boolean and string
-    columns, except that CSV keeps no types (they are inferred again, so a string column
-    of numbers reads back as numbers) and an empty table written as JSON lines reads back
-    with no columns.
+    Missing parent directories are created; an existing file is replaced, once the new one
+    is whole (see :class:`TableWriter`). Every format reads back equal with
+    :func:`read_table` for integer, float, boolean and string columns, except that CSV
+    keeps no types (they are inferred again, so a string column of numbers reads back as
+    numbers) and an empty table written as JSON lines reads back with no columns.
 
     Args:
         table: The table to write.
@@ -105,20 +114,103 @@ def write_table(table: pa.Table, path: str | Path) -> None:
             cannot represent (e.g. binary or timestamps).
 
     """
-    path = Path(path)
-    writer = _WRITERS.get(_extension(path))
-    if writer is None:
-        msg = f"cannot write {path}: unknown extension {path.suffix!r}, expected one of {FORMATS}"
-        raise InputError(msg)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        writer(table, path)
-    except OSError as exc:
-        msg = f"cannot write {path}: {exc.strerror or _first_line(exc)}"
-        raise InputError(msg) from exc
-    except pa.ArrowException as exc:
-        msg = f"cannot write {path}: {_first_line(exc)}"
-        raise InputError(msg) from exc
+    with TableWriter(path) as writer:
+        writer.write(table)
+
+
+class TableWriter:
+    """Write a table to a file a piece at a time, its format chosen by the extension.
+
+    The pieces (tables with the first one's schema) go to a hidden file beside ``path``
+    (``.NAME.PID.partial``), which replaces ``path`` when the writer is closed: a reader
+    never sees half a file, and a failed write leaves an existing file as it was. Used
+    as a context manager, an exception deletes the partial file instead; a process that
+    stops at once (the CLI on Ctrl-C) calls :func:`remove_partial_files`. Each piece is
+    written as it comes, so the memory a write takes is that of one piece.
+
+    Raises:
+        InputError: The extension is unknown or the file cannot be written (here, or
+            from ``write`` and ``close``).
+        SchemaError: From ``write``, JSON lines only: see :func:`write_table`.
+
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        format_writer = _WRITERS.get(_extension(self.path))
+        if format_writer is None:
+            msg = (
+                f"cannot write {self.path}: unknown extension {self.path.suffix!r}, expected "
+                f"one of {FORMATS}"
+            )
+            raise InputError(msg)
+        self._format = format_writer
+        self._partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
+        self._writer: _PieceWriter | None = None
+
+    def write(self, table: pa.Table) -> None:
+        """Append the rows of ``table`` (the first piece's schema is the file's)."""
+        with self._errors():
+            if self._writer is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                _PARTIAL_FILES.add(self._partial)
+                self._writer = self._format(self._partial, table.schema, self.path)
+            self._writer.write(table)
+
+    def close(self) -> None:
+        """Finish the file and put it at ``path`` (an empty table if nothing was written)."""
+        if self._writer is None:
+            self.write(pa.table({}))
+        assert self._writer is not None
+        with self._errors():
+            self._writer.close()
+            os.replace(self._partial, self.path)
+        _PARTIAL_FILES.discard(self._partial)
+
+    def abort(self) -> None:
+        """Drop what was written; ``path`` stays as it was."""
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+        with contextlib.suppress(OSError):  # e.g. its directory could not be made
+            self._partial.unlink(missing_ok=True)
+        _PARTIAL_FILES.discard(self._partial)
+
+    def __enter__(self) -> TableWriter:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is None:
+            try:
+                self.close()
+            except BaseException:
+                self.abort()
+                raise
+        else:
+            self.abort()
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """OSError and Arrow's errors as an InputError naming ``path``."""
+        try:
+            yield
+        except OSError as exc:
+            msg = f"cannot write {self.path}: {exc.strerror or _first_line(exc)}"
+            raise InputError(msg) from exc
+        except pa.ArrowException as exc:
+            msg = f"cannot write {self.path}: {_first_line(exc)}"
+            raise InputError(msg) from exc
+
+
+_PARTIAL_FILES: set[Path] = set()
+"""The partial files of the writers open in this process."""
+
+
+def remove_partial_files() -> None:
+    """Delete the partial files of every open :class:`TableWriter` (before ``os._exit``)."""
+    for path in list(_PARTIAL_FILES):
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
 
 
 def _extension(path: Path) -> str:
@@ -332,25 +424,57 @@ def _read_parquet(path: Path) -> pa.Table:
     return pq.ParquetFile(path).read()
 
 
-def _write_csv(table: pa.Table, path: Path) -> None:
-    with path.open("w", encoding="utf-8", newline="") as sink:
-        sink.writelines(csv_text(table))
+class _PieceWriter:
+    """One format's writer into ``path``: ``write`` pieces, then ``close``.
+
+    Its messages name ``shown``, the file the user asked for.
+    """
+
+    def __init__(self, path: Path, schema: pa.Schema, shown: Path) -> None:
+        self.path = path
+        self.schema = schema
+        self.shown = shown
+
+    def write(self, table: pa.Table) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
 
 
-def csv_text(table: pa.Table) -> Iterator[str]:
+class _CsvWriter(_PieceWriter):
+    def __init__(self, path: Path, schema: pa.Schema, shown: Path) -> None:
+        super().__init__(path, schema, shown)
+        self._sink = path.open("w", encoding="utf-8", newline="")
+        self._header = True
+
+    def write(self, table: pa.Table) -> None:
+        self._sink.writelines(csv_text(table, header=self._header))
+        self._header = False
+
+    def close(self) -> None:
+        self._sink.close()
+
+
+def csv_text(table: pa.Table, *, header: bool = True) -> Iterator[str]:
     """The table as CSV text, the header first, in chunks of rows (what ``.csv`` files hold).
+
+    ``header=False`` leaves the header out (a later piece of the same file).
 
     A field is quoted only when it must be: a string that is empty (unquoted, that reads
     as null) or holds a comma, a quote or a line break. Nulls are empty fields, floats
     keep a ``.0`` when integral, booleans are ``true`` / ``false``; :func:`read_table`
     reads the text back as it was (with CSV's inferred types).
     """
-    names = _csv_column(pa.array(table.column_names, pa.string()))
-    yield ",".join(names.to_pylist()) + "\n"
+    if header:
+        names = _csv_column(pa.array(table.column_names, pa.string()))
+        yield ",".join(names.to_pylist()) + "\n"
     if table.num_columns == 0:
         yield "\n" * table.num_rows
         return
     for batch in table.to_batches(max_chunksize=_CSV_ROWS):
+        if not batch.num_rows:
+            continue
         fields = [pc.fill_null(_csv_column(column), "") for column in batch.columns]
         lines = pc.binary_join_element_wise(*fields, ",")
         yield "\n".join(lines.to_pylist()) + "\n"
@@ -376,23 +500,32 @@ def _float_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Arra
     return pc.if_else(integral, pc.binary_join_element_wise(text, ".0", ""), text)
 
 
-def _write_jsonl(table: pa.Table, path: Path) -> None:
-    names = table.column_names
-    if len(set(names)) != len(names):
-        msg = f"cannot write {path}: duplicate column names {names} in JSON lines"
-        raise SchemaError(msg)
-    if not names:
-        path.write_text("{}\n" * table.num_rows, encoding="utf-8")
-        return
-    # Each line is '{"name":value,...}' joined column-wise: no Python loop over rows.
-    keys = [("{" if i == 0 else ",") + json.dumps(name) + ":" for i, name in enumerate(names)]
-    with path.open("w", encoding="utf-8") as sink:
+class _JsonlWriter(_PieceWriter):
+    def __init__(self, path: Path, schema: pa.Schema, shown: Path) -> None:
+        names = schema.names
+        if len(set(names)) != len(names):
+            msg = f"cannot write {shown}: duplicate column names {names} in JSON lines"
+            raise SchemaError(msg)
+        super().__init__(path, schema, shown)
+        # Each line is '{"name":value,...}' joined column-wise: no Python loop over rows.
+        self._keys = [
+            ("{" if i == 0 else ",") + json.dumps(name) + ":" for i, name in enumerate(names)
+        ]
+        self._sink = path.open("w", encoding="utf-8")
+
+    def write(self, table: pa.Table) -> None:
+        if not self._keys:
+            self._sink.write("{}\n" * table.num_rows)
+            return
         for batch in table.to_batches():
             parts: list[Any] = []
-            for key, column in zip(keys, batch.columns, strict=True):
-                parts += [key, _json_text(column, path)]
+            for key, column in zip(self._keys, batch.columns, strict=True):
+                parts += [key, _json_text(column, self.shown)]
             lines = pc.binary_join_element_wise(*parts, "}\n", "")
-            sink.write("".join(lines.to_pylist()))
+            self._sink.write("".join(lines.to_pylist()))
+
+    def close(self) -> None:
+        self._sink.close()
 
 
 def _json_text(column: pa.Array, path: Path) -> pa.Array:
@@ -425,16 +558,35 @@ def _json_string(column: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise('"', text, '"', "")
 
 
-def _write_arrow(table: pa.Table, path: Path) -> None:
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
+class _ArrowWriter(_PieceWriter):
+    def __init__(self, path: Path, schema: pa.Schema, shown: Path) -> None:
+        super().__init__(path, schema, shown)
+        self._sink = pa.OSFile(str(path), "wb")
+        self._writer = pa.ipc.new_file(self._sink, schema)
+
+    def write(self, table: pa.Table) -> None:
+        self._writer.write_table(table)
+
+    def close(self) -> None:
+        try:
+            self._writer.close()
+        finally:
+            self._sink.close()
 
 
-def _write_parquet(table: pa.Table, path: Path) -> None:
-    # Dictionary encoding pays for repeated strings; for numbers (event times, prices,
-    # measurements) it only costs: about 40% of writing a numeric table.
-    strings = [f.name for f in table.schema if pa.types.is_string(f.type)]
-    pq.write_table(table, path, use_dictionary=strings)
+class _ParquetWriter(_PieceWriter):
+    def __init__(self, path: Path, schema: pa.Schema, shown: Path) -> None:
+        super().__init__(path, schema, shown)
+        # Dictionary encoding pays for repeated strings; for numbers (event times, prices,
+        # measurements) it only costs: about 40% of writing a numeric table.
+        strings = [f.name for f in schema if pa.types.is_string(f.type)]
+        self._writer = pq.ParquetWriter(path, schema, use_dictionary=strings)
+
+    def write(self, table: pa.Table) -> None:
+        self._writer.write_table(table)
+
+    def close(self) -> None:
+        self._writer.close()
 
 
 _READERS: dict[str, Callable[[Path], pa.Table]] = {
@@ -443,9 +595,9 @@ _READERS: dict[str, Callable[[Path], pa.Table]] = {
     ".arrow": _read_arrow,
     ".parquet": _read_parquet,
 }
-_WRITERS: dict[str, Callable[[pa.Table, Path], None]] = {
-    ".csv": _write_csv,
-    ".jsonl": _write_jsonl,
-    ".arrow": _write_arrow,
-    ".parquet": _write_parquet,
+_WRITERS: dict[str, Callable[[Path, pa.Schema, Path], _PieceWriter]] = {
+    ".csv": _CsvWriter,
+    ".jsonl": _JsonlWriter,
+    ".arrow": _ArrowWriter,
+    ".parquet": _ParquetWriter,
 }

@@ -9,20 +9,24 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import tomllib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
 import pyarrow as pa
 import pytest
 
-from stretch import generate
+from stretch import cli, generate
 from stretch.bench import BENCHMARKS
 from stretch.cli import main
+from stretch.errors import InputError
 from stretch.io import read_table, write_table
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
+from stretch.vsn import runtime
 
 
 def stretch(*args: str) -> subprocess.CompletedProcess[str]:
@@ -472,6 +476,38 @@ def test_ctrl_c_stops_a_replay_at_once_without_a_traceback(tmp_path: Path) -> No
     assert not any("Traceback" in line for line in seen), seen
 
 
+def test_ctrl_c_while_writing_leaves_no_partial_output_file(tmp_path: Path) -> None:
+    left, right = generate.scalejoin(200_000, 1000.0, 1)  # the nested loop: output for a minute
+    write_table(left, tmp_path / "l.arrow")
+    write_table(right, tmp_path / "r.arrow")
+    out = tmp_path / "o.parquet"
+    command = [sys.executable, "-m", "stretch.cli", "replay", "scalejoin", "--param", "index=off"]
+    command += ["--input", str(tmp_path / "l.arrow"), "--input", str(tmp_path / "r.arrow")]
+    command += ["--output", str(out)]
+    with subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stderr is not None
+        lines, seen = _lines(proc.stderr), []
+        try:
+            partial = _wait_until(lambda: list(tmp_path.glob(".o.parquet.*.partial")), 60)
+            assert partial, "no output piece was written within 60 s"
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=10) == 130
+        finally:
+            proc.kill()
+        _wait_for(lines, "interrupted", seen)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["l.arrow", "r.arrow"]
+
+
+def _wait_until(found: Callable[[], list[Path]], timeout_s: float) -> list[Path]:
+    """Poll ``found`` every 50 ms until it finds something or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while not (paths := found()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return paths
+
+
 def test_a_closed_stdout_ends_quietly(tmp_path: Path) -> None:
     data = tmp_path / "t.csv"
     data.write_text("ts,v\n" + "".join(f"{i},{i}\n" for i in range(20_000)))
@@ -587,3 +623,63 @@ print(pyarrow.Table.from_pandas(pandas.DataFrame({{"c": pandas.Categorical(["x"]
         "dictionary<values=string, indices=int8, ordered=0>",
     ]
     assert read_table(out).column("v").to_pylist() == [1.5, 2.5, 3.5]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet", ".arrow", None])
+def test_replay_writes_its_output_a_piece_at_a_time(
+    tmp_path: Path,
+    suffix: str | None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Pieces of 50 rows from a log bounded to 100: the file is the reference output."""
+    monkeypatch.setattr(runtime, "HELD_ROWS", 100)
+    given: list[int] = []
+
+    def pieces(*args: Any, **kwargs: Any) -> Iterator[pa.Table]:
+        for piece in runtime.run_vsn_pieces(*args, **kwargs, piece_rows=50):
+            given.append(piece.num_rows)
+            yield piece
+
+    monkeypatch.setattr(cli, "run_vsn_pieces", pieces)
+    (table,) = generate.tweets(rows=300, rate=20.0, seed=1)
+    source = tmp_path / "t.parquet"
+    write_table(table, source)
+    params = {"ws": 20_000, "wa": 5000}
+    argv = ["replay", "wordcount", "--input", str(source), "--parallelism", "2"]
+    argv += [x for k, v in params.items() for x in ("--param", f"{k}={v}")]
+    capsys.readouterr()
+    if suffix is None:
+        assert main(argv) == 0
+        written = capsys.readouterr().out
+        reference = tmp_path / "reference.csv"
+        write_table(run_sn(build("wordcount", params), [table]), reference)
+        assert written == reference.read_text()
+    else:
+        out = tmp_path / f"o{suffix}"
+        assert main([*argv, "--output", str(out)]) == 0
+        expected = tmp_path / f"expected{suffix}"
+        write_table(run_sn(build("wordcount", params), [table]), expected)
+        assert read_table(out).equals(read_table(expected))
+    assert len(given) > 4 and max(given) == 50
+
+
+def test_a_replay_that_fails_midway_leaves_the_output_file_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "o.csv"
+    out.write_text("ts\n1\n")
+
+    def pieces(*args: Any, **kwargs: Any) -> Iterator[pa.Table]:
+        yield pa.table({"ts": [1, 2]})
+        msg = "the run failed after a piece"
+        raise InputError(msg)
+
+    monkeypatch.setattr(cli, "run_vsn_pieces", pieces)
+    source = tmp_path / "t.csv"
+    source.write_text("ts,v\n1,1\n")
+    argv = ["replay", "forward", "--input", str(source), "--output", str(out)]
+    assert main(argv) == 2
+    assert "the run failed after a piece" in capsys.readouterr().err
+    assert out.read_text() == "ts\n1\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.csv", "t.csv"]

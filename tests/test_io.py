@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stretch.errors import InputError, SchemaError
-from stretch.io import FORMATS, read_table, write_table
+from stretch.io import FORMATS, TableWriter, read_table, write_table
 from stretch.model.schema import Schema, conform
 
 TRICKY_STRINGS = ["plain", "", None, 'a,b "quoted"', "line\nbreak\r\n", "é ✓ \\ \x01", "2018-10-01"]
@@ -332,3 +332,40 @@ def test_unwritable_path_is_an_input_error(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(InputError, match="cannot write"):
         write_table(pa.table({"x": [1]}), blocker / "t.csv")
+
+
+@pytest.mark.parametrize("extension", FORMATS)
+def test_a_table_written_in_pieces_is_the_table_written_at_once(
+    tmp_path: Path, extension: str
+) -> None:
+    table = mixed_table()
+    whole, pieces = tmp_path / f"whole{extension}", tmp_path / f"pieces{extension}"
+    write_table(table, whole)
+    with TableWriter(pieces) as writer:
+        for start in range(0, table.num_rows, 2):
+            writer.write(table.slice(start, 2))
+    assert read_table(pieces).equals(read_table(whole))
+    if extension in (".csv", ".jsonl"):  # text: the same bytes (one header)
+        assert pieces.read_bytes() == whole.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([whole.name, pieces.name])
+
+
+@pytest.mark.parametrize("extension", FORMATS)
+def test_a_failed_write_leaves_the_file_as_it_was(tmp_path: Path, extension: str) -> None:
+    path = tmp_path / f"out{extension}"
+    write_table(pa.table({"x": [1, 2]}), path)
+    before = path.read_bytes()
+    with pytest.raises(RuntimeError, match="the run failed"), TableWriter(path) as writer:
+        writer.write(pa.table({"x": [3]}))
+        msg = "the run failed"
+        raise RuntimeError(msg)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no partial file left
+
+
+def test_the_file_appears_whole_when_the_writer_closes(tmp_path: Path) -> None:
+    path = tmp_path / "out.parquet"
+    with TableWriter(path) as writer:
+        writer.write(pa.table({"x": [1]}))
+        assert not path.exists()
+    assert read_table(path).to_pylist() == [{"x": 1}]

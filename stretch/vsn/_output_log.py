@@ -172,7 +172,11 @@ class OutputLog:
                 logger.exception("an output log listener failed")
 
     def read(
-        self, offset: int = 0, max_rows: int | None = None, wait_s: float = 0.0
+        self,
+        offset: int = 0,
+        max_rows: int | None = None,
+        wait_s: float = 0.0,
+        min_rows: int = 1,
     ) -> tuple[pa.Table, int]:
         """Rows from ``offset`` on, at most ``max_rows``, and the offset after them.
 
@@ -181,7 +185,9 @@ class OutputLog:
         Args:
             offset: The first offset wanted.
             max_rows: The most rows returned (all available if None).
-            wait_s: How long to wait for a row at ``offset`` if none is there yet.
+            wait_s: How long to wait for ``min_rows`` rows from ``offset`` on (or the
+                log's end) if fewer are there yet.
+            min_rows: The rows worth waiting for.
 
         Raises:
             InputError: ``offset`` was trimmed already or is negative.
@@ -189,7 +195,9 @@ class OutputLog:
         """
         with self._changed:
             if wait_s > 0:
-                self._changed.wait_for(lambda: self._finished or self._end > offset, wait_s)
+                self._changed.wait_for(
+                    lambda: self._finished or self._end - offset >= min_rows, wait_s
+                )
             if offset < self._base or offset < 0:
                 msg = f"output offset {offset} was trimmed; the log starts at {self._base}"
                 raise InputError(msg)

@@ -519,11 +519,18 @@ class Pipeline:
     # -- output (docs/design.md decision 9) -----------------------------------------------------
 
     def output(
-        self, offset: int = 0, max_rows: int | None = None, wait_s: float = 0.0
+        self,
+        offset: int = 0,
+        max_rows: int | None = None,
+        wait_s: float = 0.0,
+        min_rows: int = 1,
     ) -> tuple[pa.Table, int]:
-        """Output rows from ``offset`` as a table (``ts`` first) and the next offset."""
+        """Output rows from ``offset`` as a table (``ts`` first) and the next offset.
+
+        Waits up to ``wait_s`` for ``min_rows`` rows (or the end of the output).
+        """
         self._pool.raise_failure()
-        return self._log.read(offset, max_rows, wait_s)
+        return self._log.read(offset, max_rows, wait_s, min_rows)
 
     def output_cut(self, ts: int) -> int:
         """The offset of the first output row with ``ts`` or later held (the end if none).

@@ -1,16 +1,19 @@
-"""The VSN runtime's entry points: ``setup`` (section 7) and ``run_vsn`` (the CLI's replay).
+"""The VSN runtime's entry points: ``setup`` (section 7) and the replays of tables.
 
 ``setup(op, m, n)`` starts a ``Pipeline``: n O+ instances sharing one state, m of them
 connected to ESG_in and ESG_out (Fig. 5). ``setup(upstream, op, m, n)`` chains: the output
-of ``upstream`` (a pipeline) becomes input 0 of the new one. ``run_vsn`` replays tables
-through a pipeline, with reconfigurations at given event times, and returns the output,
-which equals ``run_sn``'s row for row (docs/design.md decision 2).
+of ``upstream`` (a pipeline) becomes input 0 of the new one. ``run_vsn_pieces`` (the CLI's
+replay) replays tables through a pipeline, with reconfigurations at given event times, and
+gives the output a bounded piece at a time; ``run_vsn`` returns it whole. Either equals
+``run_sn``'s row for row (docs/design.md decision 2).
 """
 
 from __future__ import annotations
 
+import sys
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
 from typing import overload
 
@@ -24,7 +27,7 @@ from stretch.model.schema import TS, conform
 from stretch.vsn.pipeline import Pipeline
 from stretch.vsn.settings import RuntimeSettings
 
-__all__ = ["run_vsn", "setup"]
+__all__ = ["run_vsn", "run_vsn_pieces", "setup"]
 
 CHAIN_WAIT_S = 0.5
 """How long a chain's forwarding thread waits for upstream rows before checking for stop."""
@@ -149,11 +152,58 @@ def run_vsn(
 ) -> pa.Table:
     """Run ``op`` over one timestamp-sorted table per input with the VSN runtime.
 
-    The CLI's ``stretch replay --runtime vsn``: ``--reconfigure TS:M`` becomes
-    ``(TS, M)`` here, "switch to M instances once the watermark passes TS". Each source's
-    rows up to TS are added before the request, so the switch happens after every tuple
-    up to TS (at the first of the request's control tuples, whose ts is at most TS). A
-    request at or after the end of every input is skipped: it could not change anything.
+    ``run_vsn_pieces`` with the whole output in one table: see there for the arguments.
+    ``--reconfigure TS:M`` of the CLI becomes ``(TS, M)`` here.
+
+    Returns:
+        The output table, ``ts`` first, rows in output order (equal to ``run_sn``'s).
+
+    Raises:
+        InputError: wrong number of tables, or the run timed out.
+        ReconfigurationError: an invalid parallelism.
+
+    """
+    pieces = run_vsn_pieces(
+        op, tables, parallelism, max_parallelism, reconfigure, timeout_s, compiled, on_start,
+        piece_rows=None,
+    )  # fmt: skip
+    return pa.concat_tables(pieces)
+
+
+PIECE_ROWS = 1 << 18
+"""Rows ``run_vsn_pieces`` gives at most per piece (and waits for, unless at the end)."""
+
+HELD_ROWS = 1 << 20
+"""Output rows ``run_vsn_pieces`` lets the log hold before the instances wait for room."""
+
+OUTPUT_WAIT_S = 1.0
+"""How long ``run_vsn_pieces`` waits for output at once before checking its deadline."""
+
+
+def run_vsn_pieces(
+    op: OPlus,
+    tables: Sequence[pa.Table],
+    parallelism: int = 1,
+    max_parallelism: int | None = None,
+    reconfigure: Sequence[tuple[int, int]] = (),
+    timeout_s: float | None = None,
+    compiled: bool = True,
+    on_start: Callable[[Pipeline], None] | None = None,
+    *,
+    piece_rows: int | None = PIECE_ROWS,
+) -> Generator[pa.Table, None, None]:
+    """Run ``op`` over one timestamp-sorted table per input; give its output piece by piece.
+
+    The CLI's ``stretch replay --runtime vsn``. ``(TS, M)`` in ``reconfigure`` means
+    "switch to M instances once the watermark passes TS". Each source's rows up to TS are
+    added before the request, so the switch happens after every tuple up to TS (at the
+    first of the request's control tuples, whose ts is at most TS). A request at or after
+    the end of every input is skipped: it could not change anything.
+
+    Each piece is committed once the next one is asked for, and the output log holds at
+    most ``HELD_ROWS`` rows not committed (plus the rest of one ``ts``): beyond that the
+    instances wait for room, so a consumer that writes the pieces out keeps the output's
+    memory bounded however large it grows. The generator stops the pipeline when closed.
 
     Args:
         op: The operator.
@@ -164,9 +214,12 @@ def run_vsn(
         timeout_s: Give up after this long (None: wait for the end).
         compiled: Use the operator's Numba kernel when it has one.
         on_start: Called with the pipeline once it runs, before any input (to watch it).
+        piece_rows: The most rows of a piece (None: one piece, the whole output, with the
+            log unbounded).
 
-    Returns:
-        The output table, ``ts`` first, rows in output order (equal to ``run_sn``'s).
+    Yields:
+        Tables, ``ts`` first, whose concatenation is the output in output order (equal to
+        ``run_sn``'s); at least one, empty if the output is.
 
     Raises:
         InputError: wrong number of tables, or the run timed out.
@@ -182,37 +235,62 @@ def run_vsn(
         conform(t, s, f"source {i} of {op.name!r}")
         for i, (t, s) in enumerate(zip(tables, op.inputs, strict=True))
     ]
-    pipeline = setup(op, parallelism, n, compiled=compiled)
+    held = None if piece_rows is None else max(HELD_ROWS, piece_rows)
+    settings = RuntimeSettings(compiled=compiled, max_uncommitted_rows=held)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    pipeline = setup(op, parallelism, n, settings=settings)
     try:
         if on_start is not None:
             on_start(pipeline)
-        columns = [table.column(TS).to_numpy() for table in data]
-        done = [0] * len(data)
-        for ts, m in _feeding_plan(columns, schedule):
-            for i, table in enumerate(data):
-                stop = int(np.searchsorted(columns[i], ts, "right"))
-                if stop > done[i]:
-                    pipeline.add(i, table.slice(done[i], stop - done[i]))
-                    done[i] = stop
-                # Tell the gate where the source resumes, so the others' tuples get ready.
-                if done[i] < len(columns[i]):
-                    pipeline.watermark(i, int(columns[i][done[i]]))
-                else:
-                    pipeline.close(i)
-            if m is not None and done != [len(c) for c in columns]:
-                pipeline.reconfigure(parallelism=m)
-        pipeline.close()
-        if not pipeline.join(timeout_s):
-            msg = f"operator {op.name!r}: the VSN run did not finish in {timeout_s} s"
-            raise InputError(msg)
-        table, _ = pipeline.output()
-        return table
+        _feed(pipeline, data, schedule)
+        offset, given = 0, False
+        while True:
+            wait_s = OUTPUT_WAIT_S if deadline is None else deadline - time.monotonic()
+            if wait_s <= 0:
+                msg = f"operator {op.name!r}: the VSN run did not finish in {timeout_s} s"
+                raise InputError(msg)
+            piece, after = pipeline.output(
+                offset, piece_rows, min(wait_s, OUTPUT_WAIT_S), piece_rows or sys.maxsize
+            )
+            status = pipeline.output_status()
+            end = status.finished and after == status.end_offset
+            if piece.num_rows or (end and not given):
+                yield piece
+                given = True
+            pipeline.commit(after)
+            offset = after
+            if end:
+                break
+        pipeline.join(0)  # raises an instance's failure
     finally:
         pipeline.shutdown()
 
 
+def _feed(
+    pipeline: Pipeline, data: Sequence[pa.Table], schedule: Sequence[tuple[int, int]]
+) -> None:
+    """Add every source's rows, with the reconfigurations between them, then close."""
+    columns = [table.column(TS).to_numpy() for table in data]
+    done = [0] * len(data)
+    for ts, m in _feeding_plan(columns, schedule):
+        for i, table in enumerate(data):
+            stop = int(np.searchsorted(columns[i], ts, "right"))
+            if stop > done[i]:
+                # Unbounded: the output's bound pauses the instances, never the input.
+                pipeline.add(i, table.slice(done[i], stop - done[i]), bounded=False)
+                done[i] = stop
+            # Tell the gate where the source resumes, so the others' tuples get ready.
+            if done[i] < len(columns[i]):
+                pipeline.watermark(i, int(columns[i][done[i]]))
+            else:
+                pipeline.close(i)
+        if m is not None and done != [len(c) for c in columns]:
+            pipeline.reconfigure(parallelism=m)
+    pipeline.close()
+
+
 FEED_ROWS = 16384
-"""Rows a source adds at most per step of ``run_vsn``'s feeding."""
+"""Rows a source adds at most per step of ``run_vsn_pieces``'s feeding."""
 
 
 def _feeding_plan(

@@ -1,0 +1,90 @@
+"""``run_vsn_pieces`` gives a replay's output in bounded pieces, and holds a bounded log.
+
+The pieces, concatenated, are ``run_sn``'s output row for row at any parallelism and
+across reconfigurations; none is larger than ``piece_rows``; and however much output the
+run makes, the log never holds more than ``HELD_ROWS`` plus the rows of one ``ts``
+(the instances wait for room until the consumer asks for the next piece).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from stretch.errors import InputError
+from stretch.generate import scalejoin, tweets
+from stretch.model.oplus import OPlus
+from stretch.model.sn import run_sn
+from stretch.operators.catalog import build
+from stretch.vsn import Pipeline, run_vsn, run_vsn_pieces, runtime
+
+HELD = 300
+PIECE = 100
+
+
+def _dense_join() -> tuple[OPlus, list[pa.Table]]:
+    """A scalejoin whose 2 x 600 tuples make thousands of matches (narrow value ranges)."""
+    left, right = scalejoin(600, 200.0, seed=4)
+    left = left.set_column(1, "x", pa.array(np.asarray(left.column("x")) % 30))
+    right = right.set_column(1, "a", pa.array(np.asarray(right.column("a")) % 30))
+    left = left.set_column(2, "y", pa.array(np.asarray(left.column("y")) % 30.0))
+    right = right.set_column(2, "b", pa.array(np.asarray(right.column("b")) % 30.0))
+    return build("scalejoin", {"ws": 1000}), [left, right]
+
+
+def _wordcount() -> tuple[OPlus, list[pa.Table]]:
+    (table,) = tweets(600, 100.0, seed=2)
+    return build("wordcount", {"wa": 1000, "ws": 5000}), [table]
+
+
+@pytest.mark.parametrize("case", [_dense_join, _wordcount])
+@pytest.mark.parametrize(
+    ("m", "schedule"), [(1, []), (2, []), (1, [(1500, 3), (2500, 1), (4000, 2)])]
+)
+def test_pieces_are_the_reference_output_from_a_bounded_log(
+    case: object, m: int, schedule: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runtime, "HELD_ROWS", HELD)
+    op, tables = case()  # type: ignore[operator]
+    expected = run_sn(op, tables)
+    most_at_one_ts = max(Counter(expected.column("ts").to_pylist()).values())
+    assert expected.num_rows > 5 * HELD  # the bound matters
+    watched: list[Pipeline] = []
+    pieces, most_held = [], 0
+    for piece in run_vsn_pieces(
+        op, tables, m, 3, schedule, timeout_s=120, on_start=watched.append, piece_rows=PIECE
+    ):
+        time.sleep(0.002)  # a slow consumer: the output waits for it
+        status = watched[0].output_status()
+        most_held = max(most_held, status.end_offset - status.start_offset)
+        assert 0 < piece.num_rows <= PIECE
+        pieces.append(piece)
+    assert most_held <= HELD + most_at_one_ts
+    assert pa.concat_tables(pieces).equals(expected)
+
+
+def test_an_empty_output_is_one_empty_piece() -> None:
+    op = build("scalejoin", {"ws": 1000})
+    left, right = scalejoin(5, 1.0, seed=1)
+    pieces = list(run_vsn_pieces(op, [left, right.slice(0, 0)], 2, piece_rows=PIECE))
+    assert [p.num_rows for p in pieces] == [0]
+    assert pieces[0].schema.names == run_sn(op, [left, right.slice(0, 0)]).schema.names
+
+
+def test_closing_the_pieces_early_stops_the_pipeline() -> None:
+    op, tables = _dense_join()
+    watched: list[Pipeline] = []
+    pieces = run_vsn_pieces(op, tables, 2, on_start=watched.append, piece_rows=PIECE)
+    assert next(pieces).num_rows == PIECE
+    pieces.close()
+    assert watched[0].stopping
+
+
+def test_a_run_past_its_timeout_is_an_input_error() -> None:
+    op, tables = _dense_join()
+    with pytest.raises(InputError, match="did not finish in 1e-06 s"):
+        run_vsn(op, tables, 1, timeout_s=1e-6)
