@@ -11,8 +11,9 @@ ready batches, no operator). Target (docs/design.md): >= 1,000,000 t/s.
 End to end, in the same run: ``stretch replay forward`` as a whole process over two
 Parquet files of ``--replay-rows`` rows each (its own log line gives the time of the run
 itself, from the first add until the last output piece is written, writing overlapping
-the run; the process adds reading and imports), against the bare baseline of the same merge in memory: a NumPy lexsort of the
-two streams' rows by (ts, source, seq) and a take of their columns.
+the run; the process adds reading and imports), against the bare baseline of the same
+merge in memory: a NumPy lexsort of the two streams' rows by (ts, source, seq) and a take
+of their columns.
 """
 
 from __future__ import annotations
