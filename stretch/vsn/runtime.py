@@ -242,9 +242,12 @@ def run_vsn_pieces(
     try:
         if on_start is not None:
             on_start(pipeline)
-        _feed(pipeline, data, schedule)
+        # The input goes in on a thread of its own: at parallelism 1 adding it to ESG_in is
+        # the critical path, which the consumer's writing would otherwise hold up.
+        feeding = _Feeding(pipeline, data, schedule)
         offset, given = 0, False
         while True:
+            feeding.check()
             wait_s = OUTPUT_WAIT_S if deadline is None else deadline - time.monotonic()
             if wait_s <= 0:
                 msg = f"operator {op.name!r}: the VSN run did not finish in {timeout_s} s"
@@ -261,9 +264,40 @@ def run_vsn_pieces(
             offset = after
             if end:
                 break
+        feeding.check()
         pipeline.join(0)  # raises an instance's failure
     finally:
-        pipeline.shutdown()
+        pipeline.shutdown()  # joins the feeding thread too
+
+
+class _Feeding:
+    """``_feed`` on a thread of its own (adopted by the pipeline); ``check`` raises its failure."""
+
+    def __init__(
+        self, pipeline: Pipeline, data: Sequence[pa.Table], schedule: Sequence[tuple[int, int]]
+    ) -> None:
+        self._error: BaseException | None = None
+        thread = threading.Thread(
+            target=self._run,
+            args=(pipeline, data, schedule),
+            name=f"vsn-{pipeline.op.name}-feed",
+            daemon=True,
+        )
+        pipeline.adopt_thread(thread)
+        thread.start()
+
+    def _run(
+        self, pipeline: Pipeline, data: Sequence[pa.Table], schedule: Sequence[tuple[int, int]]
+    ) -> None:
+        try:
+            _feed(pipeline, data, schedule)
+        except BaseException as exc:  # raised on the reader's thread by check()
+            self._error = exc
+
+    def check(self) -> None:
+        """Raise what the feeding raised, if it failed."""
+        if self._error is not None:
+            raise self._error
 
 
 def _feed(

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from stretch.errors import InputError
+from stretch.errors import InputError, ReconfigurationError
 from stretch.generate import scalejoin, tweets
 from stretch.model.oplus import OPlus
 from stretch.model.sn import run_sn
@@ -88,3 +88,10 @@ def test_a_run_past_its_timeout_is_an_input_error() -> None:
     op, tables = _dense_join()
     with pytest.raises(InputError, match="did not finish in 1e-06 s"):
         run_vsn(op, tables, 1, timeout_s=1e-6)
+
+
+def test_a_failure_of_the_feeding_reaches_the_caller() -> None:
+    """The input goes in on a thread of its own; what it raises is raised to the reader."""
+    op, tables = _wordcount()
+    with pytest.raises(ReconfigurationError, match="parallelism"):
+        run_vsn(op, tables, 1, 2, reconfigure=[(2000, 3)], timeout_s=60)
