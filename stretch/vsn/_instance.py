@@ -101,9 +101,9 @@ def _next_piece(piece: int, nodes: int, rows: int) -> int:
     rows per node, make ``OUTPUT_PIECE_ROWS`` rows: a join where most pairs match holds
     about one piece of output at a time, not a run's matches. It grows at most twofold a
     call (to ``MAX_RUN``), so while the rows per node hold it stays within two pieces. A
-    sudden rise in rows per node within one call: the indexed band join then releases
-    its matches whenever it found a piece (``release_before``); the nested loop, which
-    walks the call's tuples key by key, holds that call's matches.
+    sudden rise in rows per node within one call: the band join then releases its matches
+    whenever it found a piece (``release_before``), the indexed kernel between groups of
+    the call's tuples, the nested one between chunks of them (``CHUNK_PAIRS``).
     """
     at_rate = nodes * OUTPUT_PIECE_ROWS // max(rows, 1)
     return int(max(1, min(at_rate, 2 * piece, MAX_RUN)))

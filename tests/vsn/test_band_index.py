@@ -132,23 +132,57 @@ def crowded(draw: st.DrawFn) -> list[pa.Table]:
     return tables
 
 
-@settings(max_examples=25, deadline=None)
-@given(tables=crowded(), plan=schedules(), piece=st.integers(1, 8), partition=PARTITIONS)
+@settings(max_examples=40, deadline=None)
+@given(
+    tables=crowded(),
+    plan=schedules(),
+    piece=st.integers(1, 8),
+    chunk=st.integers(1, 400),
+    index=st.sampled_from(["on", "off"]),
+    partition=PARTITIONS,
+)
 def test_matches_released_a_few_at_a_time_equal_run_sn(
-    tables: list[pa.Table], plan: tuple[int, list[Step]], piece: int, partition: str
+    tables: list[pa.Table],
+    plan: tuple[int, list[Step]],
+    piece: int,
+    chunk: int,
+    index: str,
+    partition: str,
 ) -> None:
-    """The indexed kernel's matches go out each time it found ``piece`` of them.
+    """A kernel's matches go out each time it found ``piece`` of them.
 
-    Its match buffer starts at two, so the kernel stops every few matches (the caller may
-    release only there: each stop falls between groups of run tuples).
+    The indexed kernel stops between groups of run tuples, the nested one between chunks
+    of ``chunk`` pairs (from a tuple a chunk to the whole run); the match buffer starts at
+    two, so either also stops every few matches where no release may happen (the nested
+    one in the middle of a chunk, some keys ahead of others).
     """
     m, schedule = plan
-    op = build("scalejoin", {"ws": 40, "keys": 4, "partition": partition})
+    if index == "off":
+        partition = "seq"  # a band partition needs the index
+    op = build("scalejoin", {"ws": 40, "keys": 4, "partition": partition, "index": index})
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(compiled_band_join, "OUTPUT_PIECE_ROWS", piece)
+        patch.setattr(compiled_band_join, "CHUNK_PAIRS", chunk)
         patch.setattr(compiled_band_join, "FIRST_MATCHES", 2)
         out, _ = run_schedule(op, tables, m, 4, schedule)
     assert out.equals(run_sn(op, tables))
+
+
+def test_the_nested_kernel_releases_only_where_every_key_stands() -> None:
+    """Every pair matches and the match buffer starts at two: the nested kernel stops in
+    the middle of chunks, keys ahead of others, and its chunks shrink as the stores grow.
+    A piece may go out only once every key reached the same tuple (one chunk size of
+    these, 97 pairs, released a key's matches before the others' and failed)."""
+    left = SCALEJOIN_L.table([0] * 40, [(-3, 0.0)] * 40)
+    right = SCALEJOIN_R.table([0] * 10 + [1] * 30, [(-3, 0.0, 0.0, True)] * 40)
+    op = build("scalejoin", {"ws": 40, "keys": 4, "index": "off"})
+    expected = run_sn(op, [left, right])
+    for chunk in range(1, 120):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(compiled_band_join, "OUTPUT_PIECE_ROWS", 1)
+            patch.setattr(compiled_band_join, "CHUNK_PAIRS", chunk)
+            patch.setattr(compiled_band_join, "FIRST_MATCHES", 2)
+            assert run_vsn(op, [left, right], 1).equals(expected), chunk
 
 
 INT64 = np.iinfo(np.int64)

@@ -260,19 +260,22 @@ def _rising_join() -> list[pa.Table]:
     return [left, right]
 
 
-@pytest.mark.parametrize("m", [1, 2])
+@pytest.mark.parametrize(("index", "m"), [("on", 1), ("off", 1), ("on", 2), ("off", 2)])
 def test_a_sudden_rise_in_matches_goes_out_in_pieces_within_a_call(
-    monkeypatch: pytest.MonkeyPatch, m: int
+    monkeypatch: pytest.MonkeyPatch, index: str, m: int
 ) -> None:
-    """The calls grew while nothing matched; the indexed kernel's call that meets the rise
-    releases its matches a piece at a time instead of holding them all to its end."""
-    op = build("scalejoin", DENSE)
+    """The calls grew while nothing matched; the call that meets the rise releases its
+    matches a piece at a time instead of holding them all to its end: the indexed kernel
+    between groups of the run's tuples, the nested one between chunks of them (here of
+    about 6 tuples: 5,000 pairs over windows of about 800)."""
+    op = build("scalejoin", {**DENSE, "index": index})
     tables = _rising_join()
     expected = run_sn(op, tables)
     piece = 5000
     assert expected.num_rows > 40 * piece
     calls, held = _recorded(monkeypatch, piece)
     monkeypatch.setattr(compiled_band_join, "OUTPUT_PIECE_ROWS", piece)
+    monkeypatch.setattr(compiled_band_join, "CHUNK_PAIRS", piece)
     assert run_vsn(op, tables, m).equals(expected)
     assert max(nodes for nodes, _ in calls) * 100 > expected.num_rows  # could make most rows
     assert max(held) <= 3 * piece

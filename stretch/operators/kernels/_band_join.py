@@ -49,7 +49,15 @@ import numpy as np
 from numba import literal_unroll, njit
 from numpy.typing import NDArray
 
-__all__ = ["DONE", "OUT_FULL", "STORE_FULL", "hedge_run", "order_matches", "scalejoin_run"]
+__all__ = [
+    "DONE",
+    "OUT_FULL",
+    "PIECE",
+    "STORE_FULL",
+    "hedge_run",
+    "order_matches",
+    "scalejoin_run",
+]
 
 Columns = tuple[NDArray[Any], ...]
 """The columns a predicate reads of one side."""
@@ -71,6 +79,9 @@ OUT_FULL = 1
 """Kernel status: stopped before a tuple whose matches might not fit in ``out``."""
 STORE_FULL = 2
 """Kernel status: stopped before a tuple, a key's store of its side being full."""
+PIECE = 4
+"""Kernel status: stopped with every key at one run tuple, ``piece`` matches found
+(``INDEX_FULL``, 3, is the indexed kernel's)."""
 BLOCK = 256
 """Stored tuples whose candidates are counted at once before any match is written."""
 GROUP = 32
@@ -293,8 +304,10 @@ def _band_join(
     bases: NDArray[np.int64],
     out: NDArray[np.int64],
     stats: NDArray[np.int64],
+    piece: int,
+    chunk_pairs: int,
 ) -> int:
-    """Process the run for the keys ``slot_keys``, key by key; return a status.
+    """Process the run for the keys ``slot_keys``, key by key in chunks; return a status.
 
     Slot s holds key ``slot_keys[s]``: ``store_ts[s, side]`` / ``store_seq[s, side]``
     (side 0 = L, 1 = R) between ``bounds[s, 2 side]`` and ``bounds[s, 2 side + 1]``, the
@@ -313,22 +326,98 @@ def _band_join(
     ``out`` if none were written, and calls again) or that finds its key's store full
     (``STORE_FULL``: the caller compacts or grows the stores and calls again). The input
     columns ``left`` and ``right`` hold the rows from sequence number ``bases[side]`` on.
+
+    The run goes in chunks of tuples that can make at most ``chunk_pairs`` pairs with the
+    windows held (at least one tuple), each chunk key by key: after a chunk every key
+    stands at the same run tuple, so once ``piece`` matches are in ``out`` the kernel
+    stops there (``PIECE``): they are all the matches of the tuples before it, which the
+    caller can emit however many more the rest of the run makes.
     """
     n_out = stats[0]
     cap_out = out.shape[1]
     capacity = store_ts.shape[2]
     n = run_ts.shape[0]
+    slots = slot_keys.shape[0]
     hits = np.empty((GROUP, capacity // BLOCK + 1), np.int64)
     rows = np.empty(GROUP, np.int64)
+    while True:
+        start, furthest, window = n, 0, 0
+        for s in range(slots):
+            start = min(start, progress[s])
+            furthest = max(furthest, progress[s])
+            window += bounds[s, 1] - bounds[s, 0] + bounds[s, 3] - bounds[s, 2]
+        if start >= n:
+            break
+        # Past every key's progress (a call that stopped in a chunk left some keys ahead),
+        # so that every key ends the chunk at ``limit``.
+        limit = max(furthest, min(n, start + max(1, chunk_pairs // max(window, 1))))
+        # Not in the middle of a group if it ends soon: its tuples share a block's reads.
+        end = min(n, limit + GROUP)
+        while (
+            limit < end
+            and run_ts[limit] == run_ts[limit - 1]
+            and (run_source[limit] == run_source[limit - 1])
+        ):
+            limit += 1
+        status = _band_join_chunk(
+            candidate, match, slot_keys, ws, wa, progress, limit, run_ts, run_source,
+            run_seq, run_key, store_ts, store_seq, bounds, stored_left, stored_right,
+            fill_left, fill_right, left, right, bases, out, stats, n_out, cap_out, hits, rows,
+        )  # fmt: skip
+        n_out = stats[0]
+        if status != DONE:
+            return status
+        if n_out >= piece and limit < n:
+            return PIECE
+    return DONE
+
+
+@njit(inline="always")
+def _band_join_chunk(
+    candidate: Match,
+    match: Match,
+    slot_keys: NDArray[np.int64],
+    ws: int,
+    wa: int,
+    progress: NDArray[np.int64],
+    limit: int,
+    run_ts: NDArray[np.int64],
+    run_source: NDArray[np.int64],
+    run_seq: NDArray[np.int64],
+    run_key: NDArray[np.int64],
+    store_ts: NDArray[np.int64],
+    store_seq: NDArray[np.int64],
+    bounds: NDArray[np.int64],
+    stored_left: Columns,
+    stored_right: Columns,
+    fill_left: Fill,
+    fill_right: Fill,
+    left: Columns,
+    right: Columns,
+    bases: NDArray[np.int64],
+    out: NDArray[np.int64],
+    stats: NDArray[np.int64],
+    n_out: int,
+    cap_out: int,
+    hits: NDArray[np.int64],
+    rows: NDArray[np.int64],
+) -> int:
+    """``_band_join`` for the run tuples before ``limit``, key by key; a status.
+
+    Sets ``stats[0]`` to the matches in ``out`` and each key's ``progress`` (``limit``
+    unless it stopped).
+    """
+    capacity = store_ts.shape[2]
     for s in range(slot_keys.shape[0]):
         key = slot_keys[s]
         at = s * capacity
         i = progress[s]
-        while i < n:
+        while i < limit:
             this = 0 if run_source[i] == 0 else 1
             other = 1 - this
             ts = run_ts[i]
             stop, earliest = _group(run_ts, run_source, i, ws, wa)
+            stop = min(stop, limit)  # a chunk may split a group: its tuples share a window
             head, tail = bounds[s, 2 * other], bounds[s, 2 * other + 1]
             room = capacity - bounds[s, 2 * this + 1]
             if n_out + (stop - i) * (tail - head) > cap_out or room < stop - i:
@@ -368,7 +457,7 @@ def _band_join(
                         _store_row(fill_right, at + t, rows[q - i])
                     bounds[s, 2 * this + 1] = t + 1
             i = stop
-        progress[s] = n
+        progress[s] = i
     stats[0] = n_out
     return DONE
 
@@ -396,6 +485,8 @@ def scalejoin_run(
     bases: NDArray[np.int64],
     out: NDArray[np.int64],
     stats: NDArray[np.int64],
+    piece: int,
+    chunk_pairs: int,
 ) -> int:
     """``_band_join`` with ScaleJoin's predicate; L reads (x, y), R reads (a, b)."""
     return _band_join(
@@ -422,6 +513,8 @@ def scalejoin_run(
         bases,
         out,
         stats,
+        piece,
+        chunk_pairs,
     )
 
 
@@ -448,6 +541,8 @@ def hedge_run(
     bases: NDArray[np.int64],
     out: NDArray[np.int64],
     stats: NDArray[np.int64],
+    piece: int,
+    chunk_pairs: int,
 ) -> int:
     """``_band_join`` with hedge's predicate; each side reads (symbol, price, avg_price)."""
     return _band_join(
@@ -474,6 +569,8 @@ def hedge_run(
         bases,
         out,
         stats,
+        piece,
+        chunk_pairs,
     )
 
 

@@ -86,6 +86,8 @@ def _entry_point(match: Callable[..., bool]) -> Callable[..., int]:
         bases: Any,
         out: Any,
         stats: Any,
+        piece: int,
+        chunk_pairs: int,
     ) -> int:
         return _band_join(
             match,
@@ -111,6 +113,8 @@ def _entry_point(match: Callable[..., bool]) -> Callable[..., int]:
             bases,
             out,
             stats,
+            piece,
+            chunk_pairs,
         )
 
     compiled: Callable[..., int] = njit(nogil=True)(run)
