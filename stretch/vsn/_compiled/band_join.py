@@ -79,7 +79,7 @@ make. It stops between chunks once it found a piece (``OUTPUT_PIECE_ROWS``), so 
 that meets a sudden rise in matches holds at most about this many rows more than a piece.
 A chunk's comparisons take about 5.6 ms at 3 G/s. Smaller chunks cost the nested loop its
 cache (each key's store is read again every chunk): at 1 << 22 the nested ScaleJoin of
-2 x 200k tuples took 3% longer than without chunks, at 1 << 24 1.8%.
+2 x 200k tuples took 3% longer than without chunks, at 1 << 24 0-2% (docs/vsn.md).
 """
 
 Dtypes = tuple[tuple[np.dtype[Any], ...], tuple[np.dtype[Any], ...]]
