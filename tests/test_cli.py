@@ -455,48 +455,45 @@ def test_verbose_after_the_command_reports_progress(tmp_path: Path) -> None:
     assert "2 rows in, " in result.stderr
 
 
-def test_ctrl_c_stops_a_replay_at_once_without_a_traceback(tmp_path: Path) -> None:
-    left, right = generate.scalejoin(100_000, 1000.0, 1)  # ~10**10 comparisons: minutes
+def _interrupted_replay(
+    tmp_path: Path, extra: list[str], ready: Callable[[queue.Queue[str], list[str]], None]
+) -> list[str]:
+    """Replay the nested ScaleJoin over 2 x 200k tuples (a minute), press Ctrl-C once
+    ``ready(lines, seen)`` returns; the lines it printed to stderr."""
+    left, right = generate.scalejoin(200_000, 1000.0, 1)
     write_table(left, tmp_path / "l.arrow")
     write_table(right, tmp_path / "r.arrow")
     command = [sys.executable, "-m", "stretch.cli", "replay", "scalejoin", "-v"]
+    command += ["--param", "index=off", *extra]
     command += ["--input", str(tmp_path / "l.arrow"), "--input", str(tmp_path / "r.arrow")]
     with subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     ) as proc:
         assert proc.stderr is not None
-        lines, seen = _lines(proc.stderr), []
+        lines, seen = _lines(proc.stderr), list[str]()
         try:
-            _wait_for(lines, "replaying", seen)
+            ready(lines, seen)
             proc.send_signal(signal.SIGINT)
             assert proc.wait(timeout=10) == 130
         finally:
             proc.kill()
         _wait_for(lines, "interrupted", seen)
+    return seen
+
+
+def test_ctrl_c_stops_a_replay_at_once_without_a_traceback(tmp_path: Path) -> None:
+    seen = _interrupted_replay(
+        tmp_path, [], lambda lines, seen: _wait_for(lines, "replaying", seen)
+    )
     assert not any("Traceback" in line for line in seen), seen
 
 
 def test_ctrl_c_while_writing_leaves_no_partial_output_file(tmp_path: Path) -> None:
-    left, right = generate.scalejoin(200_000, 1000.0, 1)  # the nested loop: output for a minute
-    write_table(left, tmp_path / "l.arrow")
-    write_table(right, tmp_path / "r.arrow")
-    out = tmp_path / "o.parquet"
-    command = [sys.executable, "-m", "stretch.cli", "replay", "scalejoin", "--param", "index=off"]
-    command += ["--input", str(tmp_path / "l.arrow"), "--input", str(tmp_path / "r.arrow")]
-    command += ["--output", str(out)]
-    with subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    ) as proc:
-        assert proc.stderr is not None
-        lines, seen = _lines(proc.stderr), []
-        try:
-            partial = _wait_until(lambda: list(tmp_path.glob(".o.parquet.*.partial")), 60)
-            assert partial, "no output piece was written within 60 s"
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(timeout=10) == 130
-        finally:
-            proc.kill()
-        _wait_for(lines, "interrupted", seen)
+    def writing(lines: queue.Queue[str], seen: list[str]) -> None:
+        partial = _wait_until(lambda: list(tmp_path.glob(".o.parquet.*.partial")), 60)
+        assert partial, "no output piece was written within 60 s"
+
+    _interrupted_replay(tmp_path, ["--output", str(tmp_path / "o.parquet")], writing)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["l.arrow", "r.arrow"]
 
 
