@@ -21,6 +21,9 @@ from stretch.model.oplus import OPlus
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
 from stretch.vsn import Pipeline, run_vsn, run_vsn_pieces, runtime
+from tests.vsn.support import no_thread_leak
+
+__all__ = ["no_thread_leak"]  # the fixture, used by every test here: the feeding thread too
 
 HELD = 300
 PIECE = 100
