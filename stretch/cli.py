@@ -569,6 +569,7 @@ def _replay(args: argparse.Namespace) -> int:
             raise InputError(msg)
     for name in load_operators(args.operators):
         log.info("loaded operator %r", name)
+    writer = None if args.output is None else TableWriter(args.output)  # before any work
     schedule = [_split_reconfigure(text) for text in args.reconfigure]
     if schedule and args.runtime != "vsn":
         msg = "--reconfigure needs --runtime vsn"
@@ -608,12 +609,12 @@ def _replay(args: argparse.Namespace) -> int:
             on_start=progress.watch if args.verbose else None,
         )
         try:
-            rows_out = _write_output(pieces, args.output)
+            rows_out = _write_output(pieces, writer)
         finally:
             pieces.close()
             progress.stop()
     else:
-        rows_out = _write_output(iter([run_sn(op, tables, args.parallelism)]), args.output)
+        rows_out = _write_output(iter([run_sn(op, tables, args.parallelism)]), writer)
     elapsed = time.perf_counter() - started
     log.info(
         "%s: %d rows in, %d rows out in %.2f s (output written)",
@@ -691,19 +692,19 @@ def _ordered(table: pa.Table, path: str, asserted: bool) -> pa.Table:
     return table.take(pa.array(np.argsort(ts, kind="stable")))
 
 
-def _write_output(pieces: Iterator[pa.Table], path: str | None) -> int:
-    """Write the output's pieces as they come to ``path`` (CSV on stdout if None).
+def _write_output(pieces: Iterator[pa.Table], writer: TableWriter | None) -> int:
+    """Write the output's pieces as they come with ``writer`` (CSV on stdout if None).
 
     Returns the rows written. A file appears whole once the last piece is in (see
     ``TableWriter``); on stdout the pieces are printed as they come.
     """
     rows = 0
-    if path is None:
+    if writer is None:
         for i, piece in enumerate(pieces):
             sys.stdout.writelines(csv_text(piece, header=i == 0))
             rows += piece.num_rows
         return rows
-    with TableWriter(path) as writer:
+    with writer:
         for piece in pieces:
             writer.write(piece)
             rows += piece.num_rows

@@ -680,3 +680,13 @@ def test_a_replay_that_fails_midway_leaves_the_output_file_as_it_was(
     assert "the run failed after a piece" in capsys.readouterr().err
     assert out.read_text() == "ts\n1\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o.csv", "t.csv"]
+
+
+def test_an_output_of_unknown_format_is_refused_before_the_input_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "not-there.parquet"
+    argv = ["replay", "forward", "--input", str(missing), "--output", str(tmp_path / "o.txt")]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert "unknown extension '.txt'" in error and "not-there" not in error
