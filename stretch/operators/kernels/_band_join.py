@@ -329,9 +329,11 @@ def _band_join(
 
     The run goes in chunks of tuples that can make at most ``chunk_pairs`` pairs with the
     windows held (at least one tuple), each chunk key by key: after a chunk every key
-    stands at the same run tuple, so once ``piece`` matches are in ``out`` the kernel
-    stops there (``PIECE``): they are all the matches of the tuples before it, which the
-    caller can emit however many more the rest of the run makes.
+    stands at the same run tuple, so once ``piece`` matches are in ``out`` (at once if
+    ``piece`` <= 0: the caller holds a piece from calls before) the kernel stops there
+    (``PIECE``): with the caller's, they are all the matches of the tuples before it, which
+    it can emit however many more the rest of the run makes. A call that stopped inside a
+    chunk is resumed to that chunk's end before a new chunk starts.
     """
     n_out = stats[0]
     cap_out = out.shape[1]
@@ -348,17 +350,20 @@ def _band_join(
             window += bounds[s, 1] - bounds[s, 0] + bounds[s, 3] - bounds[s, 2]
         if start >= n:
             break
-        # Past every key's progress (a call that stopped in a chunk left some keys ahead),
-        # so that every key ends the chunk at ``limit``.
-        limit = max(furthest, min(n, start + max(1, chunk_pairs // max(window, 1))))
-        # Not in the middle of a group if it ends soon: its tuples share a block's reads.
-        end = min(n, limit + GROUP)
-        while (
-            limit < end
-            and run_ts[limit] == run_ts[limit - 1]
-            and (run_source[limit] == run_source[limit - 1])
-        ):
-            limit += 1
+        if start < furthest:
+            # A call that stopped in a chunk left some keys ahead: finish that chunk first,
+            # so that every key ends it at ``limit``, the furthest.
+            limit = furthest
+        else:
+            limit = min(n, start + max(1, chunk_pairs // max(window, 1)))
+            # Not in the middle of a group if it ends soon: its tuples share a block's reads.
+            end = min(n, limit + GROUP)
+            while (
+                limit < end
+                and run_ts[limit] == run_ts[limit - 1]
+                and (run_source[limit] == run_source[limit - 1])
+            ):
+                limit += 1
         status = _band_join_chunk(
             candidate, match, slot_keys, ws, wa, progress, limit, run_ts, run_source,
             run_seq, run_key, store_ts, store_seq, bounds, stored_left, stored_right,

@@ -496,7 +496,7 @@ class BandJoinKernel:
             if indexed:
                 status = self._indexed(slab, run)
             else:
-                status = self._nested(slab, run, max(1, OUTPUT_PIECE_ROWS - found_rows))
+                status = self._nested(slab, run, OUTPUT_PIECE_ROWS - found_rows)
             if run.stats[0]:
                 found.append(run.out[:, : run.stats[0]].copy())
                 found_rows += int(run.stats[0])
@@ -509,15 +509,9 @@ class BandJoinKernel:
                 self._emit(instance, held, ts, source, seq, order_matches(_joined(found), n))
                 instance.release_before(int(ts[done]))
                 found, found_rows = [], 0
-            progress = run.window[3]
-            if status == OUT_FULL and (
-                run.stats[0] < run.out.shape[1] // 2
-                or (not indexed and progress.min() != progress.max())
-            ):
+            if status == OUT_FULL and run.stats[0] < run.out.shape[1] // 2:
                 # The kernel stops when a group's matches might not fit (at most the
-                # window's size each): grow the buffer instead of calling it per window,
-                # and until the nested kernel's chunks fit (it may release only between
-                # them: a buffer that fills in every chunk would never let it).
+                # window's size each): grow the buffer instead of calling it per window.
                 run.out = np.empty((4, 2 * run.out.shape[1]), dtype=np.int64)
             if status == STORE_FULL:
                 extra = 2 * extra
@@ -537,7 +531,8 @@ class BandJoinKernel:
         """The nested kernel (``join.run``) from where the run is; its status.
 
         It goes in chunks that could make ``CHUNK_PAIRS`` pairs, and stops after a chunk,
-        every key at the same run tuple (``PIECE``), once it found ``piece`` matches.
+        every key at the same run tuple (``PIECE``), once it found ``piece`` matches (at
+        the next chunk's end if ``piece`` <= 0).
 
         With a band, the tuples it stores get their cells (``store_cells``) when it stops
         for the slab to be compacted or ends, so that a later grid can index them.
