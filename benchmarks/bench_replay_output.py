@@ -1,0 +1,176 @@
+"""Memory of a replay whose output grows: ``stretch replay`` writes it a piece at a time.
+
+ScaleJoin over the section 8.3 streams (``stretch.generate.scalejoin``, 10,000 tuples/s a
+side, WS 10 s) with ``x``, ``y``, ``a`` and ``b`` squeezed from [1, 10000] into [1, 1000],
+so that each tuple matches about 40 of its window: the output grows with the input, about
+12.5 million rows at 200,000 tuples a side. Each size runs as whole processes writing
+Parquet, at parallelism 2:
+
+* ``pieces``: ``stretch replay scalejoin`` (``run_vsn_pieces``: pieces of at most 262,144
+  rows from an output log bounded at 1,048,576 rows, each written as it comes);
+* ``whole``, the baseline: the same run with the whole output held, as ``stretch replay``
+  ran before (``run_vsn``, then ``write_table``).
+
+Reported per size: the output rows, wall seconds and the peak resident memory of each
+process (its own ``ru_maxrss``, from a small launcher), medians of ``--runs`` after one
+run of each that is not counted. The outputs are
+checked to have the same rows. Writes ``replay_output.json`` and ``replay_output.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from _util import figure, machine, progress, save, write
+
+from stretch.generate import scalejoin
+
+STRETCH = str(Path(sys.executable).parent / "stretch")
+WS = 10_000
+PARALLELISM = 2
+
+WHOLE = f"""
+import sys
+import pyarrow.parquet as pq
+from stretch.io import write_table
+from stretch.operators.catalog import build
+from stretch.vsn import run_vsn
+left, right, out = sys.argv[1:]
+op = build("scalejoin", {{"ws": {WS}}})
+write_table(run_vsn(op, [pq.read_table(left), pq.read_table(right)], {PARALLELISM}), out)
+"""
+"""The baseline: the replay as it was, the whole output held, then written."""
+
+
+def squeezed(rows: int, folder: str) -> list[str]:
+    """The two streams with their values in [1, 1000], written as Parquet; their paths."""
+    paths = []
+    streams = scalejoin(rows, 10_000.0, seed=1)
+    for side, (stream, columns) in enumerate(zip(streams, (("x", "y"), ("a", "b")), strict=True)):
+        table = stream
+        for name in columns:
+            values = np.asarray(table.column(name))
+            narrow = values // 10 + 1 if values.dtype.kind == "i" else values / 10 + 1
+            table = table.set_column(table.schema.get_field_index(name), name, pa.array(narrow))
+        paths.append(os.path.join(folder, f"in_{side}.parquet"))
+        pq.write_table(table, paths[-1])
+    return paths
+
+
+LAUNCH = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as peak:
+    peak.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+"""Run a command from a small process and write its peak resident KiB to a file. A child
+forked from this script would count this script's memory in its own peak."""
+
+
+def measured(command: list[str]) -> dict[str, float]:
+    """Run ``command``; its wall seconds and its own peak resident memory."""
+    with tempfile.TemporaryDirectory() as folder:
+        peak, errors = os.path.join(folder, "peak"), os.path.join(folder, "errors")
+        started = time.perf_counter()
+        with open(errors, "wb") as sink:
+            done = subprocess.run(
+                [sys.executable, "-S", "-c", LAUNCH, peak, *command],
+                stdout=subprocess.DEVNULL,
+                stderr=sink,
+                check=False,
+            )
+        elapsed = time.perf_counter() - started
+        if done.returncode != 0:
+            msg = f"{command[:3]} failed ({done.returncode}): {Path(errors).read_text()}"
+            raise RuntimeError(msg)
+        return {"seconds": elapsed, "peak_mib": int(Path(peak).read_text()) / 1024}
+
+
+def run_size(rows: int, runs: int) -> dict[str, Any]:
+    """Both cases at ``rows`` tuples a side, ``runs`` times in turn; their medians."""
+    with tempfile.TemporaryDirectory() as folder:
+        left, right = squeezed(rows, folder)
+        outputs = {case: os.path.join(folder, f"{case}.parquet") for case in ("pieces", "whole")}
+        commands = {
+            "pieces": [STRETCH, "replay", "scalejoin", "--param", f"ws={WS}", "--sorted"]
+            + ["--parallelism", str(PARALLELISM), "--input", left, "--input", right]
+            + ["--output", outputs["pieces"]],
+            "whole": [sys.executable, "-c", WHOLE, left, right, outputs["whole"]],
+        }
+        samples: dict[str, list[dict[str, float]]] = {case: [] for case in commands}
+        for command in commands.values():  # warm: Numba's cache, the files in memory
+            measured(command)
+        for run in range(runs):
+            for case, command in commands.items():
+                samples[case].append(measured(command))
+                progress(f"{rows:,} a side, run {run + 1}, {case}: {samples[case][-1]}")
+        written = {case: pq.read_table(path) for case, path in outputs.items()}
+        assert written["pieces"].equals(written["whole"]), "the outputs differ"
+        out_rows = written["pieces"].num_rows
+    return {
+        "rows_per_side": rows,
+        "output_rows": out_rows,
+        **{
+            case: {
+                field: statistics.median(s[field] for s in samples[case])
+                for field in ("seconds", "peak_mib")
+            }
+            for case in commands
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--rows", type=int, nargs="+", default=[50_000, 100_000, 200_000, 400_000],
+        help="tuples per side, one size each",
+    )  # fmt: skip
+    parser.add_argument("--runs", type=int, default=3, help="runs of each case per size")
+    args = parser.parse_args()
+    result: dict[str, Any] = {"args": vars(args), "machine": machine(), "sizes": []}
+    for rows in args.rows:
+        result["sizes"].append(run_size(rows, args.runs))
+    path = write("replay_output", result)
+    fig, axes = figure(2, "ScaleJoin replay, output written as Parquet (p2)")
+    for ax, field, label in zip(
+        axes, ("peak_mib", "seconds"), ("peak resident memory (MiB)", "wall seconds"), strict=True
+    ):
+        for case in ("pieces", "whole"):
+            ax.plot(
+                [s["output_rows"] / 1e6 for s in result["sizes"]],
+                [s[case][field] for s in result["sizes"]],
+                "o-",
+                label=case,
+            )
+        ax.set_xlabel("output rows (millions)")
+        ax.set_ylabel(label)
+        ax.legend()
+    save(fig, "replay_output")
+    for size in result["sizes"]:
+        pieces, whole = size["pieces"], size["whole"]
+        print(
+            f"{size['rows_per_side']:>8,} a side, {size['output_rows']:>11,} rows out: pieces "
+            f"{pieces['seconds']:.1f} s {pieces['peak_mib']:.0f} MiB, whole "
+            f"{whole['seconds']:.1f} s {whole['peak_mib']:.0f} MiB"
+        )
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()
