@@ -247,14 +247,15 @@ def run_vsn_pieces(
         feeding = _Feeding(pipeline, data, schedule)
         offset, given = 0, False
         while True:
-            feeding.check()
             wait_s = OUTPUT_WAIT_S if deadline is None else deadline - time.monotonic()
             if wait_s <= 0:
                 msg = f"operator {op.name!r}: the VSN run did not finish in {timeout_s} s"
                 raise InputError(msg)
+            # An instance's failure first (``output`` raises it): it also stops the feeding.
             piece, after = pipeline.output(
                 offset, piece_rows, min(wait_s, OUTPUT_WAIT_S), piece_rows or sys.maxsize
             )
+            feeding.check()
             status = pipeline.output_status()
             end = status.finished and after == status.end_offset
             if piece.num_rows or (end and not given):

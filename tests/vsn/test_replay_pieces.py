@@ -15,9 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from stretch.errors import InputError, ReconfigurationError
+from stretch.errors import InputError, ReconfigurationError, StretchError
 from stretch.generate import scalejoin, tweets
-from stretch.model.oplus import OPlus
+from stretch.model.oplus import OPlus, Windows, WindowType
+from stretch.model.schema import Schema
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
 from stretch.vsn import Pipeline, run_vsn, run_vsn_pieces, runtime
@@ -98,3 +99,28 @@ def test_a_failure_of_the_feeding_reaches_the_caller() -> None:
     op, tables = _wordcount()
     with pytest.raises(ReconfigurationError, match="parallelism"):
         run_vsn(op, tables, 1, 2, reconfigure=[(2000, 3)], timeout_s=60)
+
+
+def test_an_instance_failure_reaches_the_caller_as_such() -> None:
+    """An instance that raises stops the pipeline; the caller gets the instance's error."""
+    readings = Schema.of(value="float")
+
+    def fail(w: Windows) -> list[tuple[object, ...]]:
+        if w.key == 3:
+            msg = "window 3 is cursed"
+            raise ValueError(msg)
+        return [(w.key,)]
+
+    op = OPlus(
+        "cursed",
+        wa_ms=10,
+        ws_ms=10,
+        inputs=(readings,),
+        multi_key=lambda t: [int(t["value"])],
+        window_type=WindowType.SINGLE,
+        output=Schema.of(key="int"),
+        output_fn=fail,
+    )
+    table = readings.table(list(range(0, 200_000, 10)), [(float(i % 5),) for i in range(20_000)])
+    with pytest.raises(StretchError, match="cursed"):
+        run_vsn(op, [table], 2, timeout_s=60)
