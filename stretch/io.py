@@ -84,14 +84,8 @@ def read_table(path: str | Path) -> pa.Table:
     if not path.is_file():
         msg = f"cannot read {path}: {'a directory' if path.is_dir() else 'no such file'}"
         raise InputError(msg)
-    try:
+    with _input_errors(f"cannot read {path}"):
         return _event_time_text(reader(path), path)
-    except OSError as exc:
-        msg = f"cannot read {path}: {exc.strerror or _first_line(exc)}"
-        raise InputError(msg) from exc
-    except pa.ArrowException as exc:
-        msg = f"cannot read {path}: {_first_line(exc)}"
-        raise InputError(msg) from exc
 
 
 def write_table(table: pa.Table, path: str | Path) -> None:
@@ -189,17 +183,21 @@ class TableWriter:
         else:
             self.abort()
 
-    @contextlib.contextmanager
-    def _errors(self) -> Iterator[None]:
-        """OSError and Arrow's errors as an InputError naming ``path``."""
-        try:
-            yield
-        except OSError as exc:
-            msg = f"cannot write {self.path}: {exc.strerror or _first_line(exc)}"
-            raise InputError(msg) from exc
-        except pa.ArrowException as exc:
-            msg = f"cannot write {self.path}: {_first_line(exc)}"
-            raise InputError(msg) from exc
+    def _errors(self) -> contextlib.AbstractContextManager[None]:
+        return _input_errors(f"cannot write {self.path}")
+
+
+@contextlib.contextmanager
+def _input_errors(doing: str) -> Iterator[None]:
+    """OSError and Arrow's errors as an InputError: ``doing``, then the error's first line."""
+    try:
+        yield
+    except OSError as exc:
+        msg = f"{doing}: {exc.strerror or _first_line(exc)}"
+        raise InputError(msg) from exc
+    except pa.ArrowException as exc:
+        msg = f"{doing}: {_first_line(exc)}"
+        raise InputError(msg) from exc
 
 
 _PARTIAL_FILES: set[Path] = set()
