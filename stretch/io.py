@@ -428,9 +428,8 @@ class _PieceWriter:
     Its messages name ``shown``, the file the user asked for.
     """
 
-    def __init__(self, path: Path, schema: pa.Schema, shown: Path) -> None:
+    def __init__(self, path: Path, shown: Path) -> None:
         self.path = path
-        self.schema = schema
         self.shown = shown
 
     def write(self, table: pa.Table) -> None:
@@ -442,7 +441,7 @@ class _PieceWriter:
 
 class _CsvWriter(_PieceWriter):
     def __init__(self, path: Path, schema: pa.Schema, shown: Path) -> None:
-        super().__init__(path, schema, shown)
+        super().__init__(path, shown)
         self._sink = path.open("w", encoding="utf-8", newline="")
         self._header = True
 
@@ -504,7 +503,7 @@ class _JsonlWriter(_PieceWriter):
         if len(set(names)) != len(names):
             msg = f"cannot write {shown}: duplicate column names {names} in JSON lines"
             raise SchemaError(msg)
-        super().__init__(path, schema, shown)
+        super().__init__(path, shown)
         # Each line is '{"name":value,...}' joined column-wise: no Python loop over rows.
         self._keys = [
             ("{" if i == 0 else ",") + json.dumps(name) + ":" for i, name in enumerate(names)
@@ -558,7 +557,7 @@ def _json_string(column: pa.Array) -> pa.Array:
 
 class _ArrowWriter(_PieceWriter):
     def __init__(self, path: Path, schema: pa.Schema, shown: Path) -> None:
-        super().__init__(path, schema, shown)
+        super().__init__(path, shown)
         self._sink = pa.OSFile(str(path), "wb")
         self._writer = pa.ipc.new_file(self._sink, schema)
 
@@ -574,7 +573,7 @@ class _ArrowWriter(_PieceWriter):
 
 class _ParquetWriter(_PieceWriter):
     def __init__(self, path: Path, schema: pa.Schema, shown: Path) -> None:
-        super().__init__(path, schema, shown)
+        super().__init__(path, shown)
         # Dictionary encoding pays for repeated strings; for numbers (event times, prices,
         # measurements) it only costs: about 40% of writing a numeric table.
         strings = [f.name for f in schema if pa.types.is_string(f.type)]

@@ -335,8 +335,6 @@ def _band_join(
     it can emit however many more the rest of the run makes. A call that stopped inside a
     chunk is resumed to that chunk's end before a new chunk starts.
     """
-    n_out = stats[0]
-    cap_out = out.shape[1]
     capacity = store_ts.shape[2]
     n = run_ts.shape[0]
     slots = slot_keys.shape[0]
@@ -367,12 +365,11 @@ def _band_join(
         status = _band_join_chunk(
             candidate, match, slot_keys, ws, wa, progress, limit, run_ts, run_source,
             run_seq, run_key, store_ts, store_seq, bounds, stored_left, stored_right,
-            fill_left, fill_right, left, right, bases, out, stats, n_out, cap_out, hits, rows,
+            fill_left, fill_right, left, right, bases, out, stats, hits, rows,
         )  # fmt: skip
-        n_out = stats[0]
         if status != DONE:
             return status
-        if n_out >= piece and limit < n:
+        if stats[0] >= piece and limit < n:
             return PIECE
     return DONE
 
@@ -402,8 +399,6 @@ def _band_join_chunk(
     bases: NDArray[np.int64],
     out: NDArray[np.int64],
     stats: NDArray[np.int64],
-    n_out: int,
-    cap_out: int,
     hits: NDArray[np.int64],
     rows: NDArray[np.int64],
 ) -> int:
@@ -412,6 +407,8 @@ def _band_join_chunk(
     Sets ``stats[0]`` to the matches in ``out`` and each key's ``progress`` (``limit``
     unless it stopped).
     """
+    n_out = stats[0]
+    cap_out = out.shape[1]
     capacity = store_ts.shape[2]
     for s in range(slot_keys.shape[0]):
         key = slot_keys[s]
