@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import cpu_target
+from numpy.typing import NDArray
 
 from stretch import __version__
 from stretch.bench import BENCHMARKS, DEFAULT_OUTPUT, run_benchmark, split_output
@@ -31,9 +32,9 @@ from stretch.errors import InputError, StretchError
 from stretch.generate import DEFAULT_ROWS, GENERATORS
 from stretch.io import (
     FORMATS,
+    InputFile,
     TableWriter,
     csv_text,
-    read_table,
     remove_partial_files,
     write_table,
 )
@@ -43,7 +44,7 @@ from stretch.join_estimate import (
     REFUSE_PAIRS,
     estimate_join,
 )
-from stretch.model.schema import TS, ColumnType, conform
+from stretch.model.schema import TS, ColumnType, Schema, conform
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import CATALOG, build, load_operators
 from stretch.progress import ReplayProgress
@@ -260,8 +261,8 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--sorted",
         action="store_true",
-        help="assert every input is sorted by ts (an unsorted row is an "
-        "error); otherwise each input is sorted first",
+        help="assert every input is sorted by ts (an unsorted row is an error, found as "
+        "it is read); otherwise an input out of order is read whole and sorted first",
     )
     replay.set_defaults(run=_replay)
 
@@ -574,35 +575,37 @@ def _replay(args: argparse.Namespace) -> int:
     if schedule and args.runtime != "vsn":
         msg = "--reconfigure needs --runtime vsn"
         raise InputError(msg)
-    tables = [read_table(path) for path in args.input]
-    if args.operator == "forward" and "columns" not in params and tables:
-        params["columns"] = _columns_of(tables[0], args.input[0])
-        params.setdefault("inputs", str(len(tables)))
+    files = [InputFile(path) for path in args.input]
+    if args.operator == "forward" and "columns" not in params and files:
+        params["columns"] = _columns_of(files[0].schema, args.input[0])
+        params.setdefault("inputs", str(len(files)))
     op = build(args.operator, params)
-    if CATALOG[args.operator].one_stream and len(tables) == 1:
-        tables, args.input = tables * 2, args.input * 2
-    if len(tables) != op.n_inputs:
-        msg = f"operator {op.name!r} takes {op.n_inputs} input file(s), got {len(tables)}"
+    if CATALOG[args.operator].one_stream and len(files) == 1:
+        files, args.input = files * 2, args.input * 2
+    if len(files) != op.n_inputs:
+        msg = f"operator {op.name!r} takes {op.n_inputs} input file(s), got {len(files)}"
         raise InputError(msg)
-    tables = [
-        _ordered(conform(t, schema, path), path, args.sorted)
-        for t, schema, path in zip(tables, op.inputs, args.input, strict=True)
-    ]
-    rows_in = sum(t.num_rows for t in tables)
+    for file, schema, path in zip(files, op.inputs, args.input, strict=True):
+        # The columns and the first rows, before the run: later rows are checked as read.
+        conform(next(file.batches(), file.schema.empty_table()), schema, path)
+    rows_in = sum(file.num_rows for file in files)
     log.info(
         "%s: replaying %d rows from %d input(s) on the %s runtime, %d instance(s)",
         op.name,
         rows_in,
-        len(tables),
+        len(files),
         args.runtime,
         args.parallelism,
     )
     started = time.perf_counter()
     if args.runtime == "vsn":
-        progress = ReplayProgress(op.name, [t.column(TS).to_numpy() for t in tables], log)
+        progress = ReplayProgress(op.name, log)
         pieces = run_vsn_pieces(
             op,
-            tables,
+            [
+                _rows(f, schema, path, args.sorted)
+                for f, schema, path in zip(files, op.inputs, args.input, strict=True)
+            ],
             args.parallelism,
             args.max_parallelism,
             schedule,
@@ -614,6 +617,10 @@ def _replay(args: argparse.Namespace) -> int:
             pieces.close()
             progress.stop()
     else:
+        tables = [
+            _sorted(conform(f.read(), schema, path), path, args.sorted)
+            for f, schema, path in zip(files, op.inputs, args.input, strict=True)
+        ]
         rows_out = _write_output(iter([run_sn(op, tables, args.parallelism)]), writer)
     elapsed = time.perf_counter() - started
     log.info(
@@ -653,10 +660,10 @@ def _split_reconfigure(text: str) -> tuple[int, int]:
         raise InputError(msg) from None
 
 
-def _columns_of(table: pa.Table, path: str) -> str:
-    """Forward's ``columns`` param from the payload columns of ``table``, read from ``path``."""
+def _columns_of(schema: pa.Schema, path: str) -> str:
+    """Forward's ``columns`` param from the payload columns of ``schema``, read from ``path``."""
     kinds = []
-    for field in table.schema:
+    for field in schema:
         if field.name == TS:
             continue
         dtype = field.type
@@ -674,22 +681,73 @@ def _columns_of(table: pa.Table, path: str) -> str:
     return ",".join(kinds)
 
 
-def _ordered(table: pa.Table, path: str, asserted: bool) -> pa.Table:
+def _rows(
+    file: InputFile, schema: Schema, path: str, asserted: bool
+) -> pa.Table | Iterator[pa.Table]:
+    """An input's rows for the vsn runtime, in ts order.
+
+    The file's batches as they are read, when it is in ts order (asserted, or checked by a
+    pass over its ``ts`` column); else the whole file, sorted.
+    """
+    if not asserted and _unsorted_row(file.batches([TS]), path) is not None:
+        return _sorted(conform(file.read(), schema, path), path, asserted=False)
+    return _checked(file.batches(), schema, path)
+
+
+def _checked(batches: Iterator[pa.Table], schema: Schema, path: str) -> Iterator[pa.Table]:
+    """The batches conformed to ``schema``; an unsorted row is an error (``--sorted``)."""
+    done, last = 0, None
+    for batch in batches:
+        table = conform(batch, schema, path, done)
+        ts = table.column(TS).to_numpy()
+        row = _first_unsorted(ts, last)
+        if row is not None:
+            before = int(ts[row - 1]) if row else last
+            raise _unsorted(path, done + row, int(ts[row]), before)
+        done += len(ts)
+        last = int(ts[-1]) if len(ts) else last
+        yield table
+
+
+def _unsorted_row(batches: Iterator[pa.Table], path: str) -> int | None:
+    """The first row (0-based) of ``batches`` before its previous row, or None."""
+    done, last = 0, None
+    for batch in batches:
+        ts = conform(batch, Schema(()), path, done).column(TS).to_numpy()
+        row = _first_unsorted(ts, last)
+        if row is not None:
+            return done + row
+        done += len(ts)
+        last = int(ts[-1]) if len(ts) else last
+    return None
+
+
+def _first_unsorted(ts: NDArray[np.int64], last: int | None) -> int | None:
+    """The first index of ``ts`` whose value is below the one before (``last`` before 0)."""
+    if len(ts) and last is not None and ts[0] < last:
+        return 0
+    backwards = np.flatnonzero(ts[1:] < ts[:-1])
+    return int(backwards[0]) + 1 if len(backwards) else None
+
+
+def _sorted(table: pa.Table, path: str, asserted: bool) -> pa.Table:
     """The table in ts order; with ``asserted``, an unsorted row is an error instead."""
     ts = table.column(TS).to_numpy()
-    if len(ts) < 2:
-        return table
-    backwards = np.flatnonzero(ts[1:] < ts[:-1])
-    if not len(backwards):
+    row = _first_unsorted(ts, None)
+    if row is None:
         return table
     if asserted:
-        row = int(backwards[0]) + 2
-        msg = (
-            f"{path}: row {row}, column 'ts': {int(ts[row - 1])} is before the previous "
-            f"row's {int(ts[row - 2])} (input asserted --sorted)"
-        )
-        raise InputError(msg)
+        raise _unsorted(path, row, int(ts[row]), int(ts[row - 1]))
     return table.take(pa.array(np.argsort(ts, kind="stable")))
+
+
+def _unsorted(path: str, row: int, ts: int, before: int | None) -> InputError:
+    """The error for row ``row`` (0-based) of ``path``, whose ``ts`` is below ``before``."""
+    msg = (
+        f"{path}: row {row + 1}, column 'ts': {ts} is before the previous row's {before} "
+        "(input asserted --sorted)"
+    )
+    return InputError(msg)
 
 
 def _write_output(pieces: Iterator[pa.Table], writer: TableWriter | None) -> int:

@@ -35,6 +35,7 @@ from stretch.model.schema import TS
 
 __all__ = [
     "FORMATS",
+    "InputFile",
     "TableWriter",
     "csv_text",
     "read_table",
@@ -76,16 +77,120 @@ def read_table(path: str | Path) -> pa.Table:
             (1-based) and column.
 
     """
+    path = _readable(path)
+    with _input_errors(f"cannot read {path}"):
+        return _event_time_text(_READERS[_extension(path)](path), path)
+
+
+def _readable(path: str | Path) -> Path:
+    """``path`` as a Path, checked to be a file in one of :data:`FORMATS`.
+
+    Raises:
+        InputError: the extension is unknown, or the file is missing.
+
+    """
     path = Path(path)
-    reader = _READERS.get(_extension(path))
-    if reader is None:
+    if _extension(path) not in _READERS:
         msg = f"cannot read {path}: unknown extension {path.suffix!r}, expected one of {FORMATS}"
         raise InputError(msg)
     if not path.is_file():
         msg = f"cannot read {path}: {'a directory' if path.is_dir() else 'no such file'}"
         raise InputError(msg)
-    with _input_errors(f"cannot read {path}"):
-        return _event_time_text(reader(path), path)
+    return path
+
+
+BATCH_ROWS = 1 << 16
+"""Rows :meth:`InputFile.batches` gives at most at once."""
+
+
+class InputFile:
+    """A file to read a batch at a time, its format chosen by the file's extension.
+
+    Parquet and Arrow IPC files are read as the batches are asked for, so a large input
+    need not fit in memory. CSV and JSON lines files, whose column types are inferred from
+    the whole file, are read whole (with :func:`read_table`) when opened. Every batch is
+    what :func:`read_table` would give for its rows: a text ``ts`` of ISO 8601 timestamps
+    is read as timestamps.
+
+    Args:
+        path: A file in one of :data:`FORMATS`.
+
+    Attributes:
+        path: The file.
+        schema: The columns of its batches (a text ``ts`` as a timestamp).
+        num_rows: Its rows.
+
+    Raises:
+        InputError: as :func:`read_table`, when opened or when a batch is read.
+
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = path = _readable(path)
+        self._table: pa.Table | None = None
+        self._parquet: pq.ParquetFile | None = None
+        with _input_errors(f"cannot read {path}"):
+            kind = _extension(path)
+            if kind == ".parquet":
+                self._parquet = pq.ParquetFile(path)
+                schema, self.num_rows = self._parquet.schema_arrow, self._parquet.metadata.num_rows
+            elif kind == ".arrow":
+                schema, self.num_rows = _arrow_reader(path).schema, _arrow_rows(path)
+            else:
+                self._table = read_table(path)
+                schema, self.num_rows = self._table.schema, self._table.num_rows
+        index = schema.get_field_index(TS)
+        if index >= 0 and pa.types.is_string(schema.field(index).type):
+            schema = schema.set(index, pa.field(TS, _ZONED))
+        self.schema: pa.Schema = schema
+
+    def read(self) -> pa.Table:
+        """The whole file as one table, as :func:`read_table` reads it."""
+        return self._table if self._table is not None else read_table(self.path)
+
+    def batches(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
+        """The file's rows in order, at most :data:`BATCH_ROWS` at a time.
+
+        Args:
+            columns: Read only these columns (default: all).
+
+        """
+        done = 0
+        for batch in self._read(columns):
+            with _input_errors(f"cannot read {self.path}"):
+                table = _event_time_text(batch, self.path, done)
+            done += table.num_rows
+            yield table
+
+    def _read(self, columns: list[str] | None) -> Iterator[pa.Table]:
+        """The file's batches as stored, at most ``BATCH_ROWS`` rows each."""
+        if self._table is not None:
+            table = self._table if columns is None else self._table.select(columns)
+            for start in range(0, table.num_rows, BATCH_ROWS):
+                yield table.slice(start, BATCH_ROWS)
+            return
+        stored: Iterator[pa.RecordBatch]
+        with _input_errors(f"cannot read {self.path}"):
+            if self._parquet is not None:
+                # A row group at a time: over several, the reader buffers every one it read.
+                parquet = self._parquet
+                stored = (
+                    batch
+                    for group in range(parquet.num_row_groups)
+                    for batch in parquet.iter_batches(BATCH_ROWS, [group], columns)
+                )
+            else:
+                stored = _arrow_batches(_arrow_reader(self.path))
+        while True:
+            with _input_errors(f"cannot read {self.path}"):
+                batch = next(stored, None)
+            if batch is None:
+                return
+            table = pa.Table.from_batches([batch])
+            if columns is not None:
+                table = table.select(columns)
+            for start in range(0, table.num_rows, BATCH_ROWS):
+                yield table.slice(start, BATCH_ROWS)
 
 
 def write_table(table: pa.Table, path: str | Path) -> None:
@@ -228,12 +333,13 @@ _ISO = r"^\d{4}-\d\d-\d\d([T ]\d\d(:?\d\d)*([.,]\d+)?(Z|[+-]\d\d(:?\d\d)?)?)?$"
 """ISO 8601 text as ``ts`` takes it: a date, then optionally a time and a zone."""
 
 
-def _event_time_text(table: pa.Table, path: Path) -> pa.Table:
+def _event_time_text(table: pa.Table, path: Path, row_offset: int = 0) -> pa.Table:
     """``table`` with a text ``ts`` of ISO 8601 timestamps read as timestamps.
 
     Each value with a zone offset is read in its zone, each without one as UTC, so a file
     may mix them. Text that is not such timestamps stays text (``conform`` then names the
-    row), unless its first value is one: then the first value that is not is named.
+    row), unless its first value is one: then the first value that is not is named (as
+    row ``row_offset`` + its row in ``table``, 1-based).
     """
     index = table.schema.get_field_index(TS)
     if index < 0 or not pa.types.is_string(table.schema.field(index).type):
@@ -248,8 +354,8 @@ def _event_time_text(table: pa.Table, path: Path) -> pa.Table:
         if iso.size and iso[0] and not iso.all():
             row = int(np.argmin(iso))
             msg = (
-                f"{path}: row {row + 1}, column 'ts': {text[row].as_py()!r} is not ISO 8601 "
-                "time (e.g. 2024-05-01T12:00:00.250Z)"
+                f"{path}: row {row_offset + row + 1}, column 'ts': {text[row].as_py()!r} is not "
+                "ISO 8601 time (e.g. 2024-05-01T12:00:00.250Z)"
             )
             raise InputError(msg) from None
         return table
@@ -411,11 +517,32 @@ def _read_jsonl_line_by_line(path: Path) -> pa.Table:
 
 
 def _read_arrow(path: Path) -> pa.Table:
-    with pa.OSFile(str(path)) as source:
-        buffer = source.read_buffer()
-    if buffer.slice(0, len(_ARROW_FILE_MAGIC)).to_pybytes() == _ARROW_FILE_MAGIC:
-        return pa.ipc.open_file(buffer).read_all()
-    return pa.ipc.open_stream(buffer).read_all()
+    return _arrow_reader(path).read_all()
+
+
+def _arrow_reader(path: Path) -> pa.ipc.RecordBatchFileReader | pa.ipc.RecordBatchStreamReader:
+    """A reader of an Arrow IPC file (file or stream format) through a memory map."""
+    mapped = pa.memory_map(str(path))
+    file_format = mapped.read(len(_ARROW_FILE_MAGIC)) == _ARROW_FILE_MAGIC
+    mapped.seek(0)
+    return pa.ipc.open_file(mapped) if file_format else pa.ipc.open_stream(mapped)
+
+
+def _arrow_batches(
+    reader: pa.ipc.RecordBatchFileReader | pa.ipc.RecordBatchStreamReader,
+) -> Iterator[pa.RecordBatch]:
+    """The reader's batches, each read when it is asked for."""
+    if isinstance(reader, pa.ipc.RecordBatchFileReader):
+        return (reader.get_batch(i) for i in range(reader.num_record_batches))
+    return iter(reader)
+
+
+def _arrow_rows(path: Path) -> int:
+    """The rows of an Arrow IPC file: from its footer, or by a pass over the stream format."""
+    reader = _arrow_reader(path)
+    if isinstance(reader, pa.ipc.RecordBatchFileReader):
+        return int(reader.count_rows())
+    return sum(batch.num_rows for batch in reader)
 
 
 def _read_parquet(path: Path) -> pa.Table:

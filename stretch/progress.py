@@ -12,9 +12,6 @@ import threading
 import time
 from collections.abc import Sequence
 
-import numpy as np
-from numpy.typing import NDArray
-
 from stretch.vsn import Pipeline, ReconfigurationStatus
 
 __all__ = ["ReplayProgress"]
@@ -27,8 +24,6 @@ class ReplayProgress:
 
     Args:
         name: The operator's name, for the lines.
-        columns: Each input's sorted ``ts`` column (rows in are counted from the sources'
-            watermarks).
         logger: Where the lines go (at INFO).
         interval_s: Seconds between two lines.
 
@@ -37,12 +32,10 @@ class ReplayProgress:
     def __init__(
         self,
         name: str,
-        columns: Sequence[NDArray[np.int64]],
         logger: logging.Logger,
         interval_s: float = 1.0,
     ) -> None:
         self.name = name
-        self.columns = columns
         self.logger = logger
         self.interval_s = interval_s
         self._stop = threading.Event()
@@ -75,11 +68,7 @@ class ReplayProgress:
 
     def _sample(self, pipeline: Pipeline) -> None:
         status = pipeline.status()
-        rows_in = sum(
-            int(np.searchsorted(column, source.watermark, "left"))
-            for column, source in zip(self.columns, status.sources, strict=True)
-            if source.watermark is not None
-        )
+        rows_in = sum(source.rows - source.backlog for source in status.sources)
         rows_out = status.output.end_offset
         now = time.perf_counter()
         then, before_in, before_out = self._last

@@ -17,9 +17,12 @@ from typing import IO, Any
 
 import httpx
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from stretch import cli, generate
+from stretch import io as stretch_io
 from stretch.bench import BENCHMARKS
 from stretch.cli import main
 from stretch.errors import InputError
@@ -280,6 +283,83 @@ def test_unknown_operator_and_param(tmp_path: Path) -> None:
         stretch("replay", "wordcount", "--input", str(data), "--param", "q=1"), "no parameter 'q'"
     )
     assert_clean_error(stretch("replay", "wordcount", "--input", str(data), "--param", "ws"), "K=V")
+
+
+def _squeezed(table: pa.Table) -> pa.Table:
+    """A scalejoin side with its values in [0, 40): many matches."""
+    for name in set(table.column_names) & {"x", "y", "a", "b"}:
+        i = table.schema.get_field_index(name)
+        table = table.set_column(i, name, pc.remainder(table.column(name), 40))
+    return table
+
+
+def _in_row_groups(table: pa.Table, path: Path, rows: int) -> Path:
+    """``table`` as a Parquet file of row groups of ``rows`` rows."""
+    pq.write_table(table, path, row_group_size=rows)
+    return path
+
+
+@pytest.mark.parametrize("runtime_name", ["vsn", "sn"])
+@pytest.mark.parametrize("unsorted", [False, True])
+def test_replay_reads_parquet_a_batch_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runtime_name: str, unsorted: bool
+) -> None:
+    """Many batches of 64 rows: the output is the reference, sorted input or not."""
+    monkeypatch.setattr(stretch_io, "BATCH_ROWS", 64)
+    left, right = (_squeezed(t) for t in generate.scalejoin(1500, 100.0, seed=5))
+    expected = run_sn(build("scalejoin", {"ws": 2000}), [left, right])
+    if unsorted:  # two rows of a late row group swapped: the file is read whole and sorted
+        order = list(range(left.num_rows))
+        order[1200], order[1201] = order[1201], order[1200]
+        left = left.take(order)
+    paths = [
+        str(_in_row_groups(table, tmp_path / f"{side}.parquet", 500))
+        for side, table in (("l", left), ("r", right))
+    ]
+    out = tmp_path / "o.parquet"
+    args = ["replay", "scalejoin", "--input", paths[0], "--input", paths[1], "--param", "ws=2000"]
+    rc = main([*args, "--parallelism", "2", "--runtime", runtime_name, "--output", str(out)])
+    assert rc == 0
+    assert expected.num_rows > 0
+    assert read_table(out).equals(expected)
+
+
+def test_sorted_asserted_names_an_unsorted_row_of_a_later_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rows are checked as they are read: the message names the row in the file."""
+    monkeypatch.setattr(stretch_io, "BATCH_ROWS", 64)
+    (tweets,) = generate.tweets(1000, 50.0, seed=1)
+    ts = tweets.column("ts").to_pylist()
+    ts[700] = ts[699] - 1
+    data = _in_row_groups(tweets.set_column(0, "ts", pa.array(ts)), tmp_path / "t.parquet", 300)
+    out = tmp_path / "o.parquet"
+    rc = main(["replay", "wordcount", "--input", str(data), "--sorted", "--output", str(out)])
+    assert rc == 2
+    error = capsys.readouterr().err
+    assert f"{data}: row 701, column 'ts': {ts[700]} is before the previous row's" in error
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]  # no partial file either
+
+
+def test_a_bad_value_in_a_later_batch_is_named_by_its_row_in_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(stretch_io, "BATCH_ROWS", 64)
+    left, right = generate.scalejoin(400, 100.0, seed=2)
+    y = [int(v) for v in left.column("y").to_pylist()]
+    y[250] = 2**53 + 1  # an int column where floats are expected: this one has no float
+    left = left.set_column(2, "y", pa.array(y))
+    paths = [
+        str(_in_row_groups(table, tmp_path / f"{side}.parquet", 100))
+        for side, table in (("l", left), ("r", right))
+    ]
+    rc = main(["replay", "scalejoin", "--input", paths[0], "--input", paths[1], "--sorted"])
+    assert rc == 2
+    assert (
+        f"{paths[0]}: row 251, column 'y': {2**53 + 1} (int64) cannot be held"
+        in capsys.readouterr().err
+    )
 
 
 def test_unsorted_input_with_sorted_asserted(tmp_path: Path) -> None:

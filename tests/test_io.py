@@ -7,12 +7,14 @@ import struct
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stretch import io as stretch_io
 from stretch.errors import InputError, SchemaError
-from stretch.io import FORMATS, TableWriter, read_table, write_table
+from stretch.io import FORMATS, InputFile, TableWriter, read_table, write_table
 from stretch.model.schema import Schema, conform
 
 TRICKY_STRINGS = ["plain", "", None, 'a,b "quoted"', "line\nbreak\r\n", "é ✓ \\ \x01", "2018-10-01"]
@@ -369,3 +371,80 @@ def test_the_file_appears_whole_when_the_writer_closes(tmp_path: Path) -> None:
         writer.write(pa.table({"x": [1]}))
         assert not path.exists()
     assert read_table(path).to_pylist() == [{"x": 1}]
+
+
+def _written_in_parts(table: pa.Table, path: Path, part_rows: int, arrow_stream: bool) -> None:
+    """``table`` written as several Parquet row groups or Arrow batches."""
+    if path.suffix == ".parquet":
+        pq.write_table(table, path, row_group_size=part_rows)
+    elif path.suffix == ".arrow":
+        with pa.OSFile(str(path), "wb") as sink:
+            opened = pa.ipc.new_stream if arrow_stream else pa.ipc.new_file
+            with opened(sink, table.schema) as writer:
+                writer.write_table(table, max_chunksize=part_rows)
+    else:
+        write_table(table, path)
+
+
+@pytest.mark.parametrize(
+    ("extension", "arrow_stream"),
+    [(".csv", False), (".jsonl", False), (".parquet", False), (".arrow", False), (".arrow", True)],
+)
+def test_input_file_batches_are_the_file_in_order(
+    tmp_path: Path, extension: str, arrow_stream: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stretch_io, "BATCH_ROWS", 7)
+    n = 60
+    table = pa.table(
+        {
+            "ts": pa.array(range(0, 10 * n, 10), pa.int64()),
+            "x": pa.array([i * 3 - 50 for i in range(n)], pa.int64()),
+            "s": [f"w{i % 4}" for i in range(n)],
+        }
+    )
+    path = tmp_path / f"t{extension}"
+    _written_in_parts(table, path, 25, arrow_stream)
+    whole = read_table(path)
+    file = InputFile(path)
+    batches = list(file.batches())
+    assert file.num_rows == n
+    assert file.schema == whole.schema
+    assert all(0 < b.num_rows <= 7 for b in batches)
+    assert pa.concat_tables(batches).equals(whole)
+    assert pa.concat_tables(file.batches(["ts"])).equals(whole.select(["ts"]))
+    assert file.read().equals(whole)
+
+
+def test_parquet_batches_hold_one_row_group_at_a_time(tmp_path: Path) -> None:
+    """Arrow's reader over several row groups buffers every group it read; ours does not."""
+    groups, rows = 16, 50_000
+    path = tmp_path / "big.parquet"
+    table = pa.table({"ts": pa.array(range(groups * rows), pa.int64()), "x": [1.5] * groups * rows})
+    pq.write_table(table, path, row_group_size=rows, compression="none")
+    del table
+    group_bytes = rows * 16
+    base, most = pa.total_allocated_bytes(), 0
+    count = 0
+    for batch in InputFile(path).batches():
+        count += batch.num_rows
+        most = max(most, pa.total_allocated_bytes() - base)
+    assert count == groups * rows
+    assert most < 4 * group_bytes  # the whole file would be 16
+
+
+def test_a_later_batch_names_its_row_in_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stretch_io, "BATCH_ROWS", 10)
+    stamps = [f"2024-05-01T12:00:{i:02d}Z" for i in range(40)]
+    stamps[33] = "noon"
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"ts": stamps}), path, row_group_size=20)
+    with pytest.raises(InputError, match=r"t.parquet: row 34, column 'ts': 'noon' is not ISO"):
+        list(InputFile(path).batches())
+
+
+def test_conform_names_rows_after_an_offset() -> None:
+    table = pa.table({"ts": pa.array([1, 2, 3], pa.int64()), "x": [1.0, 2.5, 3.0]})
+    with pytest.raises(SchemaError, match=r"f.parquet: row 1002, column 'x'"):
+        conform(table, Schema.of(x="int"), "f.parquet", row_offset=1000)

@@ -126,7 +126,7 @@ class Schema:
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow())
 
 
-def conform(table: pa.Table, schema: Schema, where: str) -> pa.Table:
+def conform(table: pa.Table, schema: Schema, where: str, row_offset: int = 0) -> pa.Table:
     """Check ``table`` against ``schema`` and return it with exactly the schema's columns.
 
     ``ts`` is int64 ms, or an Arrow timestamp of any unit and time zone (Spark's
@@ -140,13 +140,15 @@ def conform(table: pa.Table, schema: Schema, where: str) -> pa.Table:
         table: The input, e.g. as read from a file or pushed over HTTP.
         schema: The payload columns the operator expects.
         where: What the input is, for messages (a file name, "source 1 of 'j'").
+        row_offset: The rows of ``where`` before ``table`` (a file read a batch at a
+            time), added to the row numbers of messages.
 
     Raises:
         SchemaError: naming ``where``, the column and the first offending row (1-based).
 
     """
     if table.schema.equals(schema.arrow()) and not any(c.null_count for c in table.columns):
-        _check_ts_range(table.column(TS), where)
+        _check_ts_range(table.column(TS), where, row_offset)
         return table  # already conformed (a replay's batches, a chained pipeline's output)
     arrays = []
     names = table.column_names
@@ -159,8 +161,8 @@ def conform(table: pa.Table, schema: Schema, where: str) -> pa.Table:
                 f"{where}: column {name!r} appears {names.count(name)} times; names must be unique"
             )
             raise SchemaError(msg)
-        arrays.append(_cast(table.column(name), arrow_type, where, name))
-    _check_ts_range(arrays[0], where)
+        arrays.append(_cast(table.column(name), arrow_type, where, name, row_offset))
+    _check_ts_range(arrays[0], where, row_offset)
     return pa.Table.from_arrays(
         arrays, schema=pa.schema([(TS, pa.int64())] + [(n, t.arrow) for n, t in schema])
     )
@@ -190,10 +192,12 @@ def event_time_ms(column: pa.Array, where: str) -> pa.Array:
         raise SchemaError(msg) from None
 
 
-def _cast(column: pa.ChunkedArray, target: pa.DataType, where: str, name: str) -> pa.Array:
+def _cast(
+    column: pa.ChunkedArray, target: pa.DataType, where: str, name: str, row_offset: int
+) -> pa.Array:
     column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if column.null_count:
-        row = pc.index(pc.is_null(column), True).as_py() + 1
+        row = row_offset + pc.index(pc.is_null(column), True).as_py() + 1
         msg = f"{where}: row {row}, column {name!r}: missing value"
         raise SchemaError(msg)
     source = column.type
@@ -217,19 +221,19 @@ def _cast(column: pa.ChunkedArray, target: pa.DataType, where: str, name: str) -
         except pa.ArrowInvalid:
             row, value = _first_bad(column, target)
             msg = (
-                f"{where}: row {row}, column {name!r}: {value!r} ({source}) cannot be held "
-                f"exactly as {_type_name(target)} ({target})"
+                f"{where}: row {row_offset + row}, column {name!r}: {value!r} ({source}) cannot "
+                f"be held exactly as {_type_name(target)} ({target})"
             )
             raise SchemaError(msg) from None
     row, value = _first_bad(column, target)
     msg = (
-        f"{where}: row {row}, column {name!r}: expected {_type_name(target)}, "
+        f"{where}: row {row_offset + row}, column {name!r}: expected {_type_name(target)}, "
         f"got {value!r} ({source})"
     )
     raise SchemaError(msg)
 
 
-def _check_ts_range(ts: pa.Array | pa.ChunkedArray, where: str) -> None:
+def _check_ts_range(ts: pa.Array | pa.ChunkedArray, where: str, row_offset: int) -> None:
     if not len(ts):
         return
     low, high = pc.min_max(ts).values()
@@ -238,8 +242,8 @@ def _check_ts_range(ts: pa.Array | pa.ChunkedArray, where: str) -> None:
     outside = pc.or_(pc.less(ts, TS_MIN_MS), pc.greater(ts, TS_MAX_MS))
     row = pc.index(outside, True).as_py()
     msg = (
-        f"{where}: row {row + 1}, column {TS!r}: {ts[row].as_py()} is outside the event "
-        f"time range {TS_MIN_MS}..{TS_MAX_MS} (ms)"
+        f"{where}: row {row_offset + row + 1}, column {TS!r}: {ts[row].as_py()} is outside the "
+        f"event time range {TS_MIN_MS}..{TS_MAX_MS} (ms)"
     )
     raise SchemaError(msg)
 

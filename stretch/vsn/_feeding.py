@@ -72,16 +72,6 @@ class Feeder:
         """
         return store.feed(self.esg_in, self.pool.trim_horizon(), self.trim_rows)
 
-    def backlog(self, store: SourceStore) -> int:
-        """Rows of ``store`` that wait for room in ESG_in, after trying to move them in."""
-        with store.lock:
-            waited = store.has_backlog()
-            self.feed(store)
-            unfed = store.unfed
-        if waited:
-            self.pool.wake_all()
-        return unfed
-
     def help(self, store: SourceStore) -> None:
         """Keep moving the source's backlog into ESG_in while that makes progress.
 

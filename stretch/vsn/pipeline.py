@@ -334,6 +334,15 @@ class Pipeline:
             self._feeder.help(store)
         self._request_compaction()
 
+    def backlog(self, source: int) -> int:
+        """Rows of ``source`` released but waiting for room in ESG_in (read without locks).
+
+        Raises:
+            InputError: unknown source.
+
+        """
+        return self._source(source).unfed
+
     def _release(self, store: SourceStore, rows: pa.Table | None) -> None:
         """Store the rows the reorder buffer freed and move what fits into ESG_in."""
         if rows is not None:

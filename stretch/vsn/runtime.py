@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import overload
 
@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from stretch.errors import InputError
 from stretch.model.oplus import END_OF_INPUT, OPlus
-from stretch.model.schema import TS, conform
+from stretch.model.schema import TS, Schema, conform
 from stretch.vsn.pipeline import Pipeline
 from stretch.vsn.settings import RuntimeSettings
 
@@ -182,7 +182,7 @@ OUTPUT_WAIT_S = 1.0
 
 def run_vsn_pieces(
     op: OPlus,
-    tables: Sequence[pa.Table],
+    tables: Sequence[pa.Table | Iterable[pa.Table]],
     parallelism: int = 1,
     max_parallelism: int | None = None,
     reconfigure: Sequence[tuple[int, int]] = (),
@@ -192,9 +192,11 @@ def run_vsn_pieces(
     *,
     piece_rows: int | None = PIECE_ROWS,
 ) -> Generator[pa.Table, None, None]:
-    """Run ``op`` over one timestamp-sorted table per input; give its output piece by piece.
+    """Run ``op`` over timestamp-sorted input; give its output piece by piece.
 
-    The CLI's ``stretch replay --runtime vsn``. ``(TS, M)`` in ``reconfigure`` means
+    The CLI's ``stretch replay --runtime vsn``. Each input is a table, or its rows as an
+    iterable of tables (e.g. a file's batches), taken only as the feeding reaches them, so
+    the input need not fit in memory either. ``(TS, M)`` in ``reconfigure`` means
     "switch to M instances once the watermark passes TS". Each source's rows up to TS are
     added before the request, so the switch happens after every tuple up to TS (at the
     first of the request's control tuples, whose ts is at most TS). A request at or after
@@ -207,7 +209,8 @@ def run_vsn_pieces(
 
     Args:
         op: The operator.
-        tables: One table per input stream, each sorted by ``ts``.
+        tables: One table, or iterable of tables, per input stream, each sorted by
+            ``ts`` (an iterable's tables one after another).
         parallelism: m at the start.
         max_parallelism: n (default: the largest parallelism used).
         reconfigure: ``(ts, m)`` pairs, applied in ts order.
@@ -231,9 +234,9 @@ def run_vsn_pieces(
         raise InputError(msg)
     schedule = sorted(reconfigure)
     n = max_parallelism or max([parallelism, *(m for _, m in schedule)])
-    data = [
-        conform(t, s, f"source {i} of {op.name!r}")
-        for i, (t, s) in enumerate(zip(tables, op.inputs, strict=True))
+    streams = [
+        _Stream(t, schema, f"source {i} of {op.name!r}")
+        for i, (t, schema) in enumerate(zip(tables, op.inputs, strict=True))
     ]
     held = None if piece_rows is None else max(HELD_ROWS, piece_rows)
     settings = RuntimeSettings(compiled=compiled, max_uncommitted_rows=held)
@@ -244,7 +247,7 @@ def run_vsn_pieces(
             on_start(pipeline)
         # The input goes in on a thread of its own: at parallelism 1 adding it to ESG_in is
         # the critical path, which the consumer's writing would otherwise hold up.
-        feeding = _Feeding(pipeline, data, schedule)
+        feeding = _Feeding(pipeline, streams, schedule)
         offset, given = 0, False
         while True:
             wait_s = OUTPUT_WAIT_S if deadline is None else deadline - time.monotonic()
@@ -275,12 +278,12 @@ class _Feeding:
     """``_feed`` on a thread of its own (adopted by the pipeline); ``check`` raises its failure."""
 
     def __init__(
-        self, pipeline: Pipeline, data: Sequence[pa.Table], schedule: Sequence[tuple[int, int]]
+        self, pipeline: Pipeline, streams: Sequence[_Stream], schedule: Sequence[tuple[int, int]]
     ) -> None:
         self._error: BaseException | None = None
         thread = threading.Thread(
             target=self._run,
-            args=(pipeline, data, schedule),
+            args=(pipeline, streams, schedule),
             name=f"vsn-{pipeline.op.name}-feed",
             daemon=True,
         )
@@ -288,10 +291,10 @@ class _Feeding:
         thread.start()
 
     def _run(
-        self, pipeline: Pipeline, data: Sequence[pa.Table], schedule: Sequence[tuple[int, int]]
+        self, pipeline: Pipeline, streams: Sequence[_Stream], schedule: Sequence[tuple[int, int]]
     ) -> None:
         try:
-            _feed(pipeline, data, schedule)
+            _feed(pipeline, streams, schedule)
         except BaseException as exc:  # raised on the reader's thread by check()
             self._error = exc
 
@@ -301,44 +304,107 @@ class _Feeding:
             raise self._error
 
 
-def _feed(
-    pipeline: Pipeline, data: Sequence[pa.Table], schedule: Sequence[tuple[int, int]]
-) -> None:
-    """Add every source's rows, with the reconfigurations between them, then close."""
-    columns = [table.column(TS).to_numpy() for table in data]
-    done = [0] * len(data)
-    for ts, m in _feeding_plan(columns, schedule):
-        for i, table in enumerate(data):
-            stop = int(np.searchsorted(columns[i], ts, "right"))
-            if stop > done[i]:
-                # Unbounded: the output's bound pauses the instances, never the input.
-                pipeline.add(i, table.slice(done[i], stop - done[i]), bounded=False)
-                done[i] = stop
-            # Tell the gate where the source resumes, so the others' tuples get ready.
-            if done[i] < len(columns[i]):
-                pipeline.watermark(i, int(columns[i][done[i]]))
-            else:
-                pipeline.close(i)
-        if m is not None and done != [len(c) for c in columns]:
-            pipeline.reconfigure(parallelism=m)
-    pipeline.close()
-
-
 FEED_ROWS = 16384
 """Rows a source adds at most per step of ``run_vsn_pieces``'s feeding."""
 
+FEED_BACKLOG_ROWS = 1 << 19
+"""Rows the sources may leave waiting for room in ESG_in before the feeding waits."""
 
-def _feeding_plan(
-    columns: Sequence[NDArray[np.int64]], schedule: Sequence[tuple[int, int]]
-) -> list[tuple[int, int | None]]:
-    """Steps ``(ts, m)``: add every source's rows up to ``ts``, then reconfigure to m.
+FEED_WAIT_S = 0.005
+"""How long the feeding sleeps while the backlog is full."""
 
-    All sources advance together, at most ``FEED_ROWS`` rows each per step, so no source
-    runs far ahead of another: ESG_in's flow control holds a source that is ahead to half
-    its capacity, and a whole file added at once would wait forever for the others.
+
+class _Stream:
+    """One input's rows, conformed, held ``FEED_ROWS`` ahead of the feeding.
+
+    Attributes:
+        table: The rows held, not yet added.
+        ts: Their ``ts`` column.
+        ended: Whether every row of the input is held or added.
+
     """
-    data_steps = {int(ts) for column in columns for ts in column[FEED_ROWS - 1 :: FEED_ROWS]}
-    steps: list[tuple[int, int, int | None]] = [(ts, 0, None) for ts in data_steps]
-    steps += [(ts, 1 + k, m) for k, (ts, m) in enumerate(schedule)]
-    steps.append((END_OF_INPUT, 0, None))
-    return [(ts, m) for ts, _, m in sorted(steps, key=lambda step: step[:2])]
+
+    def __init__(self, rows: pa.Table | Iterable[pa.Table], schema: Schema, where: str) -> None:
+        self._schema, self._where = schema, where
+        if isinstance(rows, pa.Table):  # checked now, on the caller's thread
+            rows = [conform(rows, schema, where)]
+        self._batches: Iterator[pa.Table] = iter(rows)
+        self.table: pa.Table = schema.arrow().empty_table()
+        self.ts: NDArray[np.int64] = np.empty(0, np.int64)
+        self.ended = False
+
+    def hold(self, rows: int) -> None:
+        """Read batches until at least ``rows`` rows are held, or the input ends."""
+        tables, columns = [self.table], [self.ts]
+        held = len(self.ts)
+        while held < rows and not self.ended:
+            batch = next(self._batches, None)
+            if batch is None:
+                self.ended = True
+                break
+            table = conform(batch, self._schema, self._where)
+            tables.append(table)
+            columns.append(table.column(TS).to_numpy())
+            held += table.num_rows
+        if len(tables) > 1:
+            self.table, self.ts = pa.concat_tables(tables), np.concatenate(columns)
+
+    def step(self) -> int | None:
+        """The ``ts`` of the ``FEED_ROWS``-th row held, if that many are."""
+        self.hold(FEED_ROWS)
+        return int(self.ts[FEED_ROWS - 1]) if len(self.ts) >= FEED_ROWS else None
+
+    def take(self, ts: int) -> pa.Table:
+        """Remove the rows up to ``ts`` from those held and return them."""
+        stop = int(np.searchsorted(self.ts, ts, "right"))
+        rows = self.table.slice(0, stop)
+        self.table, self.ts = self.table.slice(stop), self.ts[stop:]
+        self.hold(1)
+        return rows
+
+
+def _feed(
+    pipeline: Pipeline, streams: Sequence[_Stream], schedule: Sequence[tuple[int, int]]
+) -> None:
+    """Add every source's rows, with the reconfigurations between them, then close.
+
+    In steps: add every source's rows up to a ``ts``, then reconfigure if a request is due
+    there. All sources advance together, at most about ``FEED_ROWS`` rows each per step
+    (the step's ``ts`` is the least of the sources' ``FEED_ROWS``-th held rows'), so no
+    source runs far ahead of another: ESG_in's flow control holds a source that is ahead
+    to half its capacity, and a whole file added at once would wait forever for the
+    others. The feeding waits while more than ``FEED_BACKLOG_ROWS`` rows wait for room in
+    ESG_in, so it reads its input only as fast as the instances take it.
+    """
+    requests = list(schedule)
+    closed = [False] * len(streams)
+    while True:
+        steps = [ts for ts in (stream.step() for stream in streams) if ts is not None]
+        ts, m = min(steps, default=END_OF_INPUT), None
+        if requests and requests[0][0] < ts:  # at an equal ts, the rows first
+            ts, m = requests.pop(0)
+        for i, stream in enumerate(streams):
+            rows = stream.take(ts)
+            if rows.num_rows:
+                # Unbounded: the output's bound pauses the instances, never the input.
+                pipeline.add(i, rows, bounded=False)
+            # Tell the gate where the source resumes, so the others' tuples get ready.
+            if len(stream.ts):
+                pipeline.watermark(i, int(stream.ts[0]))
+            elif not closed[i]:
+                pipeline.close(i)
+                closed[i] = True
+        if m is not None and not all(closed):
+            pipeline.reconfigure(parallelism=m)
+        if ts == END_OF_INPUT:
+            break
+        _wait_for_room(pipeline, len(streams))
+    pipeline.close()
+
+
+def _wait_for_room(pipeline: Pipeline, sources: int) -> None:
+    """Wait while the sources' rows waiting for room in ESG_in are over ``FEED_BACKLOG_ROWS``."""
+    while not pipeline.stopping:
+        if sum(pipeline.backlog(i) for i in range(sources)) <= FEED_BACKLOG_ROWS:
+            return
+        time.sleep(FEED_WAIT_S)

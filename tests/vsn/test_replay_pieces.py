@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +23,8 @@ from stretch.model.schema import Schema
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
 from stretch.vsn import Pipeline, run_vsn, run_vsn_pieces, runtime
+from stretch.vsn._instance import MAX_RUN
+from stretch.vsn.settings import DEFAULT_CAPACITY
 from tests.vsn.support import no_thread_leak
 
 __all__ = ["no_thread_leak"]  # the fixture, used by every test here: the feeding thread too
@@ -124,3 +127,54 @@ def test_an_instance_failure_reaches_the_caller_as_such() -> None:
     table = readings.table(list(range(0, 200_000, 10)), [(float(i % 5),) for i in range(20_000)])
     with pytest.raises(StretchError, match="cursed"):
         run_vsn(op, [table], 2, timeout_s=60)
+
+
+def _in_batches(table: pa.Table, sizes: list[int]) -> Iterator[pa.Table]:
+    """``table`` as batches of the given sizes, in turn (empty ones too), to its end."""
+    start, turn = 0, 0
+    while start < table.num_rows:
+        size = sizes[turn % len(sizes)]
+        yield table.slice(start, size)
+        start, turn = start + size, turn + 1
+
+
+@pytest.mark.parametrize("case", [_dense_join, _wordcount])
+@pytest.mark.parametrize(("m", "schedule"), [(2, []), (1, [(1500, 3), (2500, 1), (4000, 2)])])
+def test_inputs_as_batches_give_the_reference_output(
+    case: object, m: int, schedule: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each input as an iterable of tables; steps of 50 rows, so many batches per step."""
+    monkeypatch.setattr(runtime, "FEED_ROWS", 50)
+    op, tables = case()  # type: ignore[operator]
+    expected = run_sn(op, tables)
+    inputs = [_in_batches(t, [1, 0, 37, 120, 5]) for t in tables]
+    pieces = run_vsn_pieces(op, inputs, m, 3, schedule, timeout_s=120, piece_rows=PIECE)
+    assert pa.concat_tables(list(pieces)).equals(expected)
+
+
+def test_the_feeding_reads_its_input_only_as_the_instances_take_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A consumer that stops reading stops the input being read, not only the output."""
+    monkeypatch.setattr(runtime, "HELD_ROWS", HELD)
+    monkeypatch.setattr(runtime, "FEED_BACKLOG_ROWS", 2000)
+    rows, taken = 400_000, [0, 0]
+    op = build("forward", {"columns": "x:int", "inputs": "2"})
+
+    def source(i: int) -> Iterator[pa.Table]:
+        for start in range(0, rows, 1000):
+            ts = np.arange(start, start + 1000, dtype=np.int64)
+            taken[i] += len(ts)
+            yield pa.table({"ts": ts, "x": ts * 2 + i})
+
+    pieces = run_vsn_pieces(op, [source(0), source(1)], 1, timeout_s=60, piece_rows=PIECE)
+    first = next(pieces)
+    time.sleep(0.5)  # the consumer stalls: the output log fills, the instance waits
+    drawn = sum(taken)
+    pieces.close()
+    assert first.num_rows == PIECE
+    # What the pipeline holds (ESG_in's and ESG_out's nodes, the instance's run), the
+    # backlog the feeding allows and each source's step and batch: a fraction of the input
+    # (all 800,000 rows were drawn when the feeding never waited).
+    held = 2 * DEFAULT_CAPACITY + MAX_RUN + runtime.FEED_BACKLOG_ROWS
+    assert drawn <= held + 2 * (runtime.FEED_ROWS + 1000) < 2 * rows
