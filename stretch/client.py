@@ -489,9 +489,12 @@ class StretchClient:
         ).json()
         return cut
 
-    def commit(self, name: str, offset: int) -> None:
-        """Everything before ``offset`` was consumed."""
-        self._request("POST", f"/v1/operators/{name}/output/commit", json={"offset": offset})
+    def commit(self, name: str, offset: int, cut: Sequence[int] | None = None) -> None:
+        """Everything before ``offset`` was consumed (a shard keeps a sharded reader's ``cut``)."""
+        body: dict[str, Any] = {"offset": offset}
+        if cut is not None:
+            body["cut"] = list(cut)
+        self._request("POST", f"/v1/operators/{name}/output/commit", json=body)
 
     # -- reconfiguration -------------------------------------------------------------------
 

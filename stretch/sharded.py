@@ -343,26 +343,34 @@ class ShardedClient:
     def commit(self, name: str, offset: int) -> None:
         """Everything before ``offset`` (0 or one this client returned) was consumed.
 
-        Not atomic across the shards: if it raises, some shards may have committed. Call it
-        again with the same offset (this client keeps the shards' offsets of it); a new
-        client would resume at their mixed offsets and get again the rows of the shards
-        whose commit failed.
+        Not atomic across the shards: if it raises, some shards may have committed. Each
+        shard's commit carries the whole cut, which the shards that took it keep, so a new
+        client resumes at that cut all the same (``committed``); this one may call it again
+        with the same offset (it keeps the shards' offsets of it).
         """
-        at = dict(zip(self.shards, self._cut(name, offset).shards, strict=True))
-        self._each(lambda shard: shard.commit(name, at[shard]))
+        cut = self._cut(name, offset).shards
+        at = dict(zip(self.shards, cut, strict=True))
+        self._each(lambda shard: shard.commit(name, at[shard], cut))
         cuts = self._cuts.get(name, {})
         for known in [k for k in cuts if k < offset]:
             del cuts[known]
 
     def committed(self, name: str) -> Cut:
-        """Each shard's committed offset: where its log starts, and a new reader resumes.
+        """The cut last committed, where a new reader resumes.
 
-        Or will start, once a restarted shard has produced again the rows a commit passed
-        (its ``start_offset`` lags until then).
+        The latest cut any shard kept from a commit (``committed_cut``): a commit that
+        failed on some shards passed it on the others, and no shard's log has yet dropped
+        a row past it. Each shard's committed offset (where its log starts, or will once a
+        restarted shard has produced again the rows a commit passed) if no shard kept a
+        cut, or one shard was committed beyond it by other means.
         """
-        return Cut(
-            tuple(self._each(lambda shard: int(shard.status(name)["output"]["committed_offset"])))
-        )
+        outputs = [status["output"] for status in self._each(lambda shard: shard.status(name))]
+        offsets = tuple(int(output["committed_offset"]) for output in outputs)
+        cuts = [tuple(output["committed_cut"]) for output in outputs if output["committed_cut"]]
+        latest = max(cuts, key=sum, default=None)
+        if latest is None or any(o > c for o, c in zip(offsets, latest, strict=True)):
+            return Cut(offsets)
+        return Cut(latest)
 
     def _cut(self, name: str, offset: int) -> Cut:
         """The cut of merged ``offset``: 0, one this client returned, or the committed one.

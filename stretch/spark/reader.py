@@ -354,9 +354,10 @@ class StretchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not self.options.commit:
             return
         if self.options.sharded:
+            cut = _cut(end).shards
             with self.options.shards() as client:
-                for shard, offset in zip(client.shards, _cut(end).shards, strict=True):
-                    shard.commit(self.options.operator, offset)
+                for shard, offset in zip(client.shards, cut, strict=True):
+                    shard.commit(self.options.operator, offset, cut)
             return
         with self.options.client() as client:
             client.commit(self.options.operator, end[OFFSET])

@@ -418,3 +418,23 @@ def test_a_commit_waiting_for_its_rows_survives_a_checkpoint_and_a_restart(
             assert table.column("v").to_pylist() == [6]
     finally:
         sidecar.stop()
+
+
+def test_a_shards_committed_cut_survives_a_checkpoint_and_a_restart(tmp_path: Path) -> None:
+    """The cut a sharded reader committed is in the checkpoint (the journal before it gone)."""
+    sidecar = Sidecar(tmp_path / "state", tmp_path, checkpoint_interval_s=3600)
+    sidecar.start()
+    try:
+        with StretchClient(sidecar.url, token=TOKEN) as client:
+            params = {"columns": "v:int", "inputs": 1}
+            client.create_operator("cut", "forward", params, shard=(1, 3))
+            client.commit("cut", 4, [7, 4, 2])
+            client.commit("cut", 3, [6, 3, 2])  # earlier: the later cut is kept
+            client._request("POST", "/v1/operators/cut/checkpoint")
+        sidecar.kill()
+        sidecar.start()
+        with StretchClient(sidecar.url, token=TOKEN) as client:
+            output = client.status("cut")["output"]
+            assert (output["committed_offset"], output["committed_cut"]) == (4, [7, 4, 2])
+    finally:
+        sidecar.stop()

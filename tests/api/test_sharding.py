@@ -218,3 +218,57 @@ def test_a_batch_resent_after_a_partial_send_is_taken_where_it_was_missing(
         tuples_in = [s["sources"][0]["tuples_in"] for s in sharded.status("partial")["shards"]]
         sharded.delete_operator("partial")
     assert tuples_in == [3, 3]
+
+
+def test_a_new_client_resumes_exactly_after_a_commit_that_failed_on_a_shard(
+    sidecars: list[Sidecar],
+) -> None:
+    """The commit reached shard 0 only, then the reader died and shard 0 was killed.
+
+    Shard 0 kept the whole cut (journaled, so across its restart too), so a new client
+    resumes at it: every row once. Before, it resumed at the shards' mixed offsets.
+    """
+    tables = join_inputs(1200, 13)
+    params = {"ws": 20, "keys": 16}
+    urls = [s.url for s in sidecars[:2]]
+    with ShardedClient(urls, token=TOKEN) as first:
+        first.create_operator("failed", "scalejoin", params)
+        for source, table in enumerate(tables):
+            first.add_batch("failed", source, table)
+            first.close_source("failed", source)
+        first.wait_finished("failed")
+        head, offset = first.output("failed", 0, max_rows=300)
+        first.commit("failed", offset)
+        committed = first.committed("failed").shards
+        middle, offset = first.output("failed", offset, max_rows=400)
+        cut = first._cut("failed", offset).shards
+        assert all(c > before for c, before in zip(cut, committed, strict=True))
+        first.shards[0].commit("failed", cut[0], cut)  # shard 1 never got it
+    sidecars[0].kill()
+    sidecars[0].start()
+    with ShardedClient(urls, token=TOKEN) as second:
+        status = second.status("failed")["shards"]
+        assert [s["output"]["committed_cut"] for s in status] == [list(cut), list(committed)]
+        assert second.committed("failed") == Cut(cut)
+        tail = second.read_all("failed", timeout_s=60, offset=offset)
+        second.delete_operator("failed")
+    reference = run_sn(build("scalejoin", params), tables)
+    assert pa.concat_tables([head, middle, tail]).equals(reference)
+
+
+def test_a_commit_cut_is_refused_unless_it_fits_the_shard(sidecars: list[Sidecar]) -> None:
+    with StretchClient(sidecars[0].url, token=TOKEN) as plain:
+        plain.create_operator("unsharded", "forward", {"columns": "v:int", "inputs": "1"})
+        with pytest.raises(ServiceError, match="is not a shard") as refused:
+            plain.commit("unsharded", 0, [0])
+        assert refused.value.status == 400
+        plain.delete_operator("unsharded")
+    with ShardedClient([s.url for s in sidecars[:2]], token=TOKEN) as sharded:
+        sharded.create_operator("cutcheck", "forward", {"columns": "v:int", "inputs": "1"})
+        shard = sharded.shards[1]
+        for bad in ([5], [0, 5, 0], [5, 4]):
+            with pytest.raises(ServiceError, match=r"shard 1 of 2: a commit's cut has 2 offsets"):
+                shard.commit("cutcheck", 5, bad)
+        shard.commit("cutcheck", 5, [3, 5])
+        assert sharded.status("cutcheck")["shards"][1]["output"]["committed_cut"] == [3, 5]
+        sharded.delete_operator("cutcheck")
