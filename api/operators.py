@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -35,7 +35,7 @@ from stretch.api.metrics import ServiceMetrics
 from stretch.api.operator_journal import JournalWriter, OperatorJournal
 from stretch.api.schemas import CheckpointInfo
 from stretch.api.source_counters import SourceCounters
-from stretch.errors import LateTupleError
+from stretch.errors import InputError, LateTupleError
 from stretch.vsn import Admission, Pipeline, ReconfigurationStatus
 
 __all__ = ["ManagedOperator", "SourceCounters"]  # SourceCounters: re-exported, as before
@@ -94,6 +94,8 @@ class ManagedOperator:
         self._observer.start()
         self.autoscaler = OperatorAutoscaler(name, pipeline, self._change)
         self.journal: OperatorJournal | None = None  # set when the service is durable
+        self.committed_cut: tuple[int, ...] | None = None
+        """The latest cut a sharded reader committed here (``commit``)."""
         self.checkpoints: deque[CheckpointInfo] = deque(maxlen=KEPT_CHECKPOINTS)
         self._listeners: list[Callable[[], None]] = []
         self._listeners_lock = threading.Lock()
@@ -300,16 +302,46 @@ class ManagedOperator:
             for fed in self.feeds[source]:
                 self.pipeline.close(fed)
 
-    def commit(self, offset: int) -> None:
+    def commit(self, offset: int, cut: Sequence[int] | None = None) -> None:
         """The reader consumed the output before ``offset``; the log may trim it.
 
         An offset beyond the log's end is kept and applied once the output gets there
         (after a restart the output is produced again, and may be behind what a reader
-        read before the crash).
+        read before the crash). A shard's commit may carry the sharded reader's ``cut``,
+        every shard's offset of the merged position committed (``offset`` is this
+        shard's): the shard keeps the latest (``committed_cut``), so that a new reader
+        resumes there even if the commit failed on other shards.
+
+        Raises:
+            InputError: a cut for an operator that is not a shard, of the wrong length, or
+                whose entry for this shard is not ``offset``.
+
         """
+        if cut is not None:
+            cut = self._checked_cut(offset, cut)
         with self._change() as log:
-            log({"kind": "commit", "offset": offset}, None)
+            log({"kind": "commit", "offset": offset, "cut": cut}, None)
             self.pipeline.commit(offset, when_produced=True)
+            self.keep_cut(cut)
+
+    def keep_cut(self, cut: Sequence[int] | None) -> None:
+        """Keep ``cut`` as ``committed_cut`` if it is later than the one kept."""
+        if cut is not None and (self.committed_cut is None or sum(cut) > sum(self.committed_cut)):
+            self.committed_cut = tuple(cut)
+
+    def _checked_cut(self, offset: int, cut: Sequence[int]) -> tuple[int, ...]:
+        shard = self.pipeline.settings.shard
+        if shard is None:
+            msg = f"operator {self.name!r} is not a shard: a commit carries no cut"
+            raise InputError(msg)
+        if len(cut) != shard.count or cut[shard.index] != offset:
+            msg = (
+                f"operator {self.name!r} is shard {shard.index} of {shard.count}: a commit's "
+                f"cut has {shard.count} offsets and offset {offset} at index {shard.index}, "
+                f"got {list(cut)}"
+            )
+            raise InputError(msg)
+        return tuple(cut)
 
     def reconfigure(self, parallelism: int | None, mapping: list[int] | None) -> int:
         """Queue a reconfiguration (``Pipeline.reconfigure``); return its epoch."""

@@ -91,11 +91,12 @@ def checkpoint(managed: ManagedOperator) -> CheckpointInfo:
 
 
 def service_state(managed: ManagedOperator) -> dict[str, Any]:
-    """The service's part of a checkpoint: counters, batch ids, writers, autoscale."""
+    """The service's part of a checkpoint: counters, batch ids, writers, autoscale, cut."""
     config = managed.autoscaler.config
     return {
         "sources": [counters.state() for counters in managed.sources],
         "autoscale": None if config is None else asdict(config),
+        "committed_cut": None if managed.committed_cut is None else list(managed.committed_cut),
     }
 
 
@@ -219,6 +220,7 @@ def restore_service_state(managed: ManagedOperator, state: dict[str, Any]) -> No
         counters.restore(saved)
     if state.get("autoscale") is not None:
         managed.autoscaler.put(PolicyConfig(**state["autoscale"]))
+    managed.keep_cut(state.get("committed_cut"))  # none in checkpoints of before
 
 
 def replay(managed: ManagedOperator, header: dict[str, Any], table: pa.Table | None) -> None:
@@ -260,6 +262,7 @@ def replay(managed: ManagedOperator, header: dict[str, Any], table: pa.Table | N
                 pipeline.set_allowed_lateness(fed, int(header["ms"]))
         elif kind == "commit":
             pipeline.commit(int(header["offset"]), when_produced=True)
+            managed.keep_cut(header.get("cut"))
         elif kind == "reconfigure":
             pipeline.reconfigure(header["parallelism"], header["mapping"])
         elif kind == "autoscale":

@@ -175,6 +175,11 @@ class OutputStatus(BaseModel):
     end_offset: int
     finished: bool
     watermark: int = Field(description="every output row with a smaller ts is in the log")
+    committed_cut: list[int] | None = Field(
+        default=None,
+        description="a shard: the latest cut a sharded reader committed here (every "
+        "shard's offset of the merged position; this shard's is its commit), or null",
+    )
 
 
 class OutputCut(BaseModel):
@@ -250,6 +255,13 @@ class CommitRequest(_Strict):
     """Everything before ``offset`` was consumed; the log may trim it."""
 
     offset: int = Field(ge=0, le=INT64_MAX)
+    cut: list[Annotated[int, Field(ge=0, le=INT64_MAX)]] | None = Field(
+        default=None,
+        max_length=MAX_SHARDS,
+        description="a shard only: the sharded reader's cut, every shard's offset of the "
+        "merged position committed (``offset`` at this shard's index); kept so that a new "
+        "reader resumes there even if the commit failed on other shards",
+    )
 
 
 class OutputPage(BaseModel):

@@ -59,6 +59,7 @@ def operator_status(managed: ManagedOperator) -> OperatorStatus:
             end_offset=output.end_offset,
             finished=output.finished,
             watermark=output.watermark,
+            committed_cut=None if managed.committed_cut is None else list(managed.committed_cut),
         ),
         counters=OperatorCounters(
             tuples_in=sum(c.tuples_in for c in managed.sources),

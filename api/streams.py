@@ -206,6 +206,6 @@ async def output_cut(
     dependencies=[query_only()],
 )
 async def commit(name: NAME, body: CommitRequest, operators: Registry) -> dict[str, Any]:
-    """Everything before ``offset`` was consumed; the log may trim it."""
-    await run_in_threadpool(operators.get(name).commit, body.offset)
+    """Everything before ``offset`` was consumed; the log may trim it (a shard keeps ``cut``)."""
+    await run_in_threadpool(operators.get(name).commit, body.offset, body.cut)
     return {}

@@ -375,9 +375,8 @@ class ShardedClient:
     def _cut(self, name: str, offset: int) -> Cut:
         """The cut of merged ``offset``: 0, one this client returned, or the committed one.
 
-        A new client (after a restart) resumes from the shards' committed offsets: their
-        logs start there (or will, while a restarted shard produces its output again), and
-        their sum is the merged offset last committed.
+        A new client (after a restart) resumes from the cut last committed (``committed``):
+        the shards' logs hold its rows, and its sum is the merged offset last committed.
         """
         if offset == 0:
             return Cut.start(len(self.shards))
