@@ -17,6 +17,7 @@ column never reads back as integers.
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -224,7 +225,8 @@ class TableWriter:
     (``.NAME.PID.partial``), which replaces ``path`` when the writer is closed: a reader
     never sees half a file, and a failed write leaves an existing file as it was. Used
     as a context manager, an exception deletes the partial file instead; a process that
-    stops at once (the CLI on Ctrl-C) calls :func:`remove_partial_files`. Each piece is
+    stops at once (the CLI on Ctrl-C) calls :func:`remove_partial_files`, and one killed
+    outright leaves its partial file until the next write of ``path`` deletes it. Each piece is
     written as it comes, so the memory a write takes is that of one piece.
 
     Raises:
@@ -252,6 +254,7 @@ class TableWriter:
         with self._errors():
             if self._writer is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+                _remove_abandoned(self.path)
                 _PARTIAL_FILES.add(self._partial)
                 self._writer = self._format(self._partial, table.schema, self.path)
             self._writer.write(table)
@@ -307,6 +310,26 @@ def _input_errors(doing: str) -> Iterator[None]:
 
 _PARTIAL_FILES: set[Path] = set()
 """The partial files of the writers open in this process."""
+
+
+def _remove_abandoned(path: Path) -> None:
+    """Delete the partial files of ``path`` whose process is gone (killed while writing)."""
+    for partial in path.parent.glob(f".{glob.escape(path.name)}.*.partial"):
+        pid = partial.name[len(path.name) + 2 : -len(".partial")]
+        if pid.isdigit() and not _running(int(pid)):
+            with contextlib.suppress(OSError):
+                partial.unlink()
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def remove_partial_files() -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
 import struct
+import subprocess
 from pathlib import Path
 
 import pyarrow as pa
@@ -448,3 +450,17 @@ def test_conform_names_rows_after_an_offset() -> None:
     table = pa.table({"ts": pa.array([1, 2, 3], pa.int64()), "x": [1.0, 2.5, 3.0]})
     with pytest.raises(SchemaError, match=r"f.parquet: row 1002, column 'x'"):
         conform(table, Schema.of(x="int"), "f.parquet", row_offset=1000)
+
+
+def test_a_write_deletes_partial_files_their_killed_writers_left(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])  # a process that has ended
+    dead.wait()
+    left = tmp_path / f".o.parquet.{dead.pid}.partial"
+    running = tmp_path / f".o.parquet.{os.getppid()}.partial"  # a writer still at work
+    other = tmp_path / f".p.parquet.{dead.pid}.partial"  # another file's
+    for path in (left, running, other):
+        path.write_bytes(b"half a file")
+    write_table(pa.table({"ts": pa.array([1], pa.int64())}), tmp_path / "o.parquet")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["o.parquet", running.name, other.name]
+    )
