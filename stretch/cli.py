@@ -599,7 +599,7 @@ def _replay(args: argparse.Namespace) -> int:
     )
     started = time.perf_counter()
     if args.runtime == "vsn":
-        progress = ReplayProgress(op.name, log)
+        progress = ReplayProgress(op.name, log, rows_total=rows_in)
         pieces = run_vsn_pieces(
             op,
             [

@@ -26,6 +26,7 @@ class ReplayProgress:
         name: The operator's name, for the lines.
         logger: Where the lines go (at INFO).
         interval_s: Seconds between two lines.
+        rows_total: The input's rows, if known: the lines say how much of it went in.
 
     """
 
@@ -34,8 +35,10 @@ class ReplayProgress:
         name: str,
         logger: logging.Logger,
         interval_s: float = 1.0,
+        rows_total: int | None = None,
     ) -> None:
         self.name = name
+        self.rows_total = rows_total
         self.logger = logger
         self.interval_s = interval_s
         self._stop = threading.Event()
@@ -74,10 +77,12 @@ class ReplayProgress:
         then, before_in, before_out = self._last
         elapsed = max(now - then, 1e-9)
         self._last = (now, rows_in, rows_out)
+        share = "" if not self.rows_total else f"{100 * rows_in // self.rows_total}%, "
         self.logger.info(
-            "%s: %d rows in (%.0f/s), %d rows out (%.0f/s), %d instances",
+            "%s: %d rows in (%s%.0f/s), %d rows out (%.0f/s), %d instances",
             self.name,
             rows_in,
+            share,
             (rows_in - before_in) / elapsed,
             rows_out,
             (rows_out - before_out) / elapsed,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import signal
@@ -13,7 +14,8 @@ import time
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from types import SimpleNamespace
+from typing import IO, Any, cast
 
 import httpx
 import pyarrow as pa
@@ -29,7 +31,8 @@ from stretch.errors import InputError
 from stretch.io import read_table, write_table
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
-from stretch.vsn import runtime
+from stretch.progress import ReplayProgress
+from stretch.vsn import Pipeline, runtime
 
 
 def stretch(*args: str) -> subprocess.CompletedProcess[str]:
@@ -533,6 +536,25 @@ def test_verbose_after_the_command_reports_progress(tmp_path: Path) -> None:
     assert "wordcount: replaying 2 rows" in result.stderr
     assert "reconfiguration to epoch 1: 1 -> 2 instances in" in result.stderr
     assert "2 rows in, " in result.stderr
+
+
+def test_progress_lines_say_how_much_of_the_input_went_in(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Rows in are those in ESG_in: released to a source, less its backlog."""
+    status = SimpleNamespace(
+        sources=[SimpleNamespace(rows=300, backlog=50), SimpleNamespace(rows=100, backlog=0)],
+        output=SimpleNamespace(end_offset=7),
+        parallelism=2,
+        reconfigurations=(),
+    )
+    pipeline = cast(Pipeline, SimpleNamespace(status=lambda: status))
+    with caplog.at_level(logging.INFO, logger="progress-test"):
+        ReplayProgress("j", logging.getLogger("progress-test"), rows_total=700)._sample(pipeline)
+        ReplayProgress("k", logging.getLogger("progress-test"))._sample(pipeline)
+    assert "j: 350 rows in (50%, " in caplog.text
+    assert "k: 350 rows in (" in caplog.text
+    assert "7 rows out" in caplog.text
 
 
 def _interrupted_replay(
