@@ -8,6 +8,7 @@ run makes, the log never holds more than ``HELD_ROWS`` plus the rows of one ``ts
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -15,6 +16,8 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from stretch.errors import InputError, ReconfigurationError, StretchError
 from stretch.generate import scalejoin, tweets
@@ -178,3 +181,34 @@ def test_the_feeding_reads_its_input_only_as_the_instances_take_it(
     # (all 800,000 rows were drawn when the feeding never waited).
     held = 2 * DEFAULT_CAPACITY + MAX_RUN + runtime.FEED_BACKLOG_ROWS
     assert drawn <= held + 2 * (runtime.FEED_ROWS + 1000) < 2 * rows
+
+
+@functools.cache
+def _dense_reference() -> pa.Table:
+    return run_sn(*_dense_join())
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    sizes=st.lists(
+        st.lists(st.integers(0, 150), min_size=1, max_size=5).filter(any), min_size=2, max_size=2
+    ),
+    feed_rows=st.integers(1, 300),
+    m=st.integers(1, 3),
+    schedule=st.lists(st.tuples(st.integers(0, 7000), st.integers(1, 3)), max_size=3),
+)
+def test_any_batches_and_steps_give_the_reference_output(
+    sizes: list[list[int]],
+    feed_rows: int,
+    m: int,
+    schedule: list[tuple[int, int]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Batches of any sizes (empty ones too), steps of any depth, any reconfigurations."""
+    monkeypatch.setattr(runtime, "FEED_ROWS", feed_rows)
+    op, tables = _dense_join()
+    inputs = [_in_batches(t, s) for t, s in zip(tables, sizes, strict=True)]
+    pieces = run_vsn_pieces(op, inputs, m, 3, schedule, timeout_s=120, piece_rows=PIECE)
+    assert pa.concat_tables(list(pieces)).equals(_dense_reference())
