@@ -50,6 +50,17 @@ def join_inputs(rows: int, seed: int) -> list[pa.Table]:
     return [left, right]
 
 
+def finished_join(
+    client: ShardedClient, name: str, tables: list[pa.Table], params: dict[str, int]
+) -> None:
+    """Create ``name``, a scalejoin, send it all of ``tables`` and wait for its output."""
+    client.create_operator(name, "scalejoin", params)
+    for source, table in enumerate(tables):
+        client.add_batch(name, source, table)
+        client.close_source(name, source)
+    client.wait_finished(name)
+
+
 def feed(client: StretchClient | ShardedClient, name: str, tables: list[pa.Table]) -> pa.Table:
     """Unsorted batches into every source, reading and committing as rows come."""
     rng = np.random.default_rng(7)
@@ -141,11 +152,7 @@ def test_a_new_client_resumes_from_the_committed_offset(sidecars: list[Sidecar])
     params = {"ws": 20, "keys": 16}
     urls = [s.url for s in sidecars[:2]]
     with ShardedClient(urls, token=TOKEN) as first:
-        first.create_operator("resume", "scalejoin", params)
-        for source, table in enumerate(tables):
-            first.add_batch("resume", source, table)
-            first.close_source("resume", source)
-        first.wait_finished("resume")
+        finished_join(first, "resume", tables, params)
         head, offset = first.output("resume", 0, max_rows=300)
         first.commit("resume", offset)
     assert head.num_rows == offset == 300
@@ -232,11 +239,7 @@ def test_a_new_client_resumes_exactly_after_a_commit_that_failed_on_a_shard(
     params = {"ws": 20, "keys": 16}
     urls = [s.url for s in sidecars[:2]]
     with ShardedClient(urls, token=TOKEN) as first:
-        first.create_operator("failed", "scalejoin", params)
-        for source, table in enumerate(tables):
-            first.add_batch("failed", source, table)
-            first.close_source("failed", source)
-        first.wait_finished("failed")
+        finished_join(first, "failed", tables, params)
         head, offset = first.output("failed", 0, max_rows=300)
         first.commit("failed", offset)
         committed = first.committed("failed").shards
