@@ -196,18 +196,22 @@ def _dense_reference() -> pa.Table:
         st.lists(st.integers(0, 150), min_size=1, max_size=5).filter(any), min_size=2, max_size=2
     ),
     feed_rows=st.integers(1, 300),
+    backlog=st.integers(0, 500),
     m=st.integers(1, 3),
     schedule=st.lists(st.tuples(st.integers(0, 7000), st.integers(1, 3)), max_size=3),
 )
 def test_any_batches_and_steps_give_the_reference_output(
     sizes: list[list[int]],
     feed_rows: int,
+    backlog: int,
     m: int,
     schedule: list[tuple[int, int]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Batches of any sizes (empty ones too), steps of any depth, any reconfigurations."""
+    """Batches of any sizes (empty ones too), steps of any depth, a feeding that waits for
+    any backlog (0: until every row it added is in ESG_in), any reconfigurations."""
     monkeypatch.setattr(runtime, "FEED_ROWS", feed_rows)
+    monkeypatch.setattr(runtime, "FEED_BACKLOG_ROWS", backlog)
     op, tables = _dense_join()
     inputs = [_in_batches(t, s) for t, s in zip(tables, sizes, strict=True)]
     pieces = run_vsn_pieces(op, inputs, m, 3, schedule, timeout_s=120, piece_rows=PIECE)
