@@ -9,6 +9,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -147,3 +148,36 @@ def save(fig: Any, name: str, directory: Path = RESULTS) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path
+
+
+LAUNCH = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as peak:
+    peak.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+"""Run a command from a small process and write its peak resident KiB to a file. A child
+forked from this script would count this script's memory in its own peak."""
+
+
+def measured(command: list[str]) -> dict[str, float]:
+    """Run ``command``; its wall seconds and its own peak resident memory."""
+    with tempfile.TemporaryDirectory() as folder:
+        peak, errors = os.path.join(folder, "peak"), os.path.join(folder, "errors")
+        started = time.perf_counter()
+        with open(errors, "wb") as sink:
+            done = subprocess.run(
+                [sys.executable, "-S", "-c", LAUNCH, peak, *command],
+                stdout=subprocess.DEVNULL,
+                stderr=sink,
+                check=False,
+            )
+        elapsed = time.perf_counter() - started
+        if done.returncode != 0:
+            msg = f"{command[:3]} failed ({done.returncode}): {Path(errors).read_text()}"
+            raise RuntimeError(msg)
+        return {"seconds": elapsed, "peak_mib": int(Path(peak).read_text()) / 1024}

@@ -22,17 +22,15 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _util import figure, machine, progress, save, write
+from _util import figure, machine, measured, progress, save, write
 
 from stretch.generate import scalejoin
 
@@ -66,39 +64,6 @@ def squeezed(rows: int, folder: str) -> list[str]:
         paths.append(os.path.join(folder, f"in_{side}.parquet"))
         pq.write_table(table, paths[-1])
     return paths
-
-
-LAUNCH = """
-import os, sys
-pid = os.fork()
-if pid == 0:
-    os.execv(sys.argv[2], sys.argv[2:])
-_, status, usage = os.wait4(pid, 0)
-with open(sys.argv[1], "w") as peak:
-    peak.write(str(usage.ru_maxrss))
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
-"""Run a command from a small process and write its peak resident KiB to a file. A child
-forked from this script would count this script's memory in its own peak."""
-
-
-def measured(command: list[str]) -> dict[str, float]:
-    """Run ``command``; its wall seconds and its own peak resident memory."""
-    with tempfile.TemporaryDirectory() as folder:
-        peak, errors = os.path.join(folder, "peak"), os.path.join(folder, "errors")
-        started = time.perf_counter()
-        with open(errors, "wb") as sink:
-            done = subprocess.run(
-                [sys.executable, "-S", "-c", LAUNCH, peak, *command],
-                stdout=subprocess.DEVNULL,
-                stderr=sink,
-                check=False,
-            )
-        elapsed = time.perf_counter() - started
-        if done.returncode != 0:
-            msg = f"{command[:3]} failed ({done.returncode}): {Path(errors).read_text()}"
-            raise RuntimeError(msg)
-        return {"seconds": elapsed, "peak_mib": int(Path(peak).read_text()) / 1024}
 
 
 def run_size(rows: int, runs: int) -> dict[str, Any]:

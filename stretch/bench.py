@@ -26,6 +26,7 @@ BENCHMARKS = (
     "memory",
     "panes",
     "reconfig",
+    "replay_input",
     "replay_output",
     "scalegate",
     "scalejoin",

@@ -347,7 +347,10 @@ class _Stream:
             columns.append(table.column(TS).to_numpy())
             held += table.num_rows
         if len(tables) > 1:
-            self.table, self.ts = pa.concat_tables(tables), np.concatenate(columns)
+            if not len(self.ts):  # nothing held before: no copy of a single new table
+                tables, columns = tables[1:], columns[1:]
+            self.table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+            self.ts = columns[0] if len(columns) == 1 else np.concatenate(columns)
 
     def step(self) -> int | None:
         """The ``ts`` of the ``FEED_ROWS``-th row held, if that many are."""

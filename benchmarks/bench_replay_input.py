@@ -1,0 +1,162 @@
+"""Memory of a replay whose input grows: ``stretch replay`` reads Parquet a batch at a time.
+
+``forward`` over two Parquet files of N rows each (``ts`` sorted over N ms, an int and a
+float column; row groups of 1,048,576 rows), writing Parquet, at parallelism 1, as whole
+processes:
+
+* ``batches``: ``stretch replay forward`` (a pass over each file's ``ts`` finds it in
+  order, then its batches are read as the run takes them);
+* ``whole``, the baseline: the same command with its inputs read whole first, as
+  ``stretch replay`` did before (and still does for a file out of order).
+
+Reported per size: wall seconds and the peak resident memory of each process (its own
+``ru_maxrss``, from a small launcher), medians of ``--runs`` after one run of each that is
+not counted. The outputs are checked equal, a row group at a time. Writes
+``replay_input.json`` and ``replay_input.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from _util import figure, machine, measured, progress, save, write
+
+BATCHES = "import sys; from stretch.cli import main; sys.exit(main(sys.argv[1:]))"
+"""``stretch replay`` itself."""
+
+WHOLE = """
+import sys
+from stretch import cli
+
+def whole(file, schema, path, asserted):
+    return cli._sorted(cli.conform(file.read(), schema, path), path, asserted)
+
+cli._rows = whole  # every input read whole first, as for a file out of order
+sys.exit(cli.main(sys.argv[1:]))
+"""
+"""The baseline: ``stretch replay`` with its inputs read whole first, as it did before."""
+
+
+def inputs(rows: int, folder: str) -> list[str]:
+    """Two sorted streams of ``rows`` rows as Parquet files; their paths."""
+    rng = np.random.default_rng(1)
+    paths = []
+    for side in range(2):
+        table = pa.table(
+            {
+                "ts": np.sort(rng.integers(0, rows, rows)),
+                "x": rng.integers(1, 10_000, rows),
+                "y": rng.random(rows),
+            }
+        )
+        paths.append(os.path.join(folder, f"in_{side}.parquet"))
+        pq.write_table(table, paths[-1], row_group_size=1 << 20)
+    return paths
+
+
+def same_rows(a: str, b: str) -> bool:
+    """Whether two Parquet files hold the same rows, read a row group at a time.
+
+    The files' row groups may differ in size (the replay's pieces depend on timing).
+    """
+    groups_a, groups_b = _row_groups(a), _row_groups(b)
+    part_a, part_b = next(groups_a, None), next(groups_b, None)
+    while part_a is not None and part_b is not None:
+        rows = min(part_a.num_rows, part_b.num_rows)
+        if not part_a.slice(0, rows).equals(part_b.slice(0, rows)):
+            return False
+        part_a, part_b = part_a.slice(rows), part_b.slice(rows)
+        if not part_a.num_rows:
+            part_a = next(groups_a, None)
+        if not part_b.num_rows:
+            part_b = next(groups_b, None)
+    return part_a is None and part_b is None
+
+
+def _row_groups(path: str) -> Iterator[pa.Table]:
+    """The file's non-empty row groups in order."""
+    file = pq.ParquetFile(path)
+    for group in range(file.num_row_groups):
+        table = file.read_row_group(group)
+        if table.num_rows:
+            yield table
+
+
+def run_size(rows: int, runs: int) -> dict[str, Any]:
+    """Both cases at ``rows`` rows a side, ``runs`` times in turn; their medians."""
+    with tempfile.TemporaryDirectory() as folder:
+        left, right = inputs(rows, folder)
+        outputs = {case: os.path.join(folder, f"{case}.parquet") for case in ("batches", "whole")}
+        replay = ["replay", "forward", "--input", left, "--input", right, "--output"]
+        commands = {
+            case: [sys.executable, "-c", script, *replay, outputs[case]]
+            for case, script in (("batches", BATCHES), ("whole", WHOLE))
+        }
+        samples: dict[str, list[dict[str, float]]] = {case: [] for case in commands}
+        for command in commands.values():  # warm: Numba's cache, the files in memory
+            measured(command)
+        for run in range(runs):
+            for case, command in commands.items():
+                samples[case].append(measured(command))
+                progress(f"{rows:,} a side, run {run + 1}, {case}: {samples[case][-1]}")
+        assert same_rows(outputs["batches"], outputs["whole"]), "the outputs differ"
+    return {
+        "rows_per_side": rows,
+        **{
+            case: {
+                field: statistics.median(s[field] for s in samples[case])
+                for field in ("seconds", "peak_mib")
+            }
+            for case in commands
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--rows", type=int, nargs="+", default=[1_500_000, 5_000_000, 15_000_000],
+        help="rows per input file, one size each",
+    )  # fmt: skip
+    parser.add_argument("--runs", type=int, default=3, help="runs of each case per size")
+    args = parser.parse_args()
+    result: dict[str, Any] = {"args": vars(args), "machine": machine(), "sizes": []}
+    for rows in args.rows:
+        result["sizes"].append(run_size(rows, args.runs))
+    path = write("replay_input", result)
+    fig, axes = figure(2, "forward replay of two Parquet files (p1)")
+    for ax, field, label in zip(
+        axes, ("peak_mib", "seconds"), ("peak resident memory (MiB)", "wall seconds"), strict=True
+    ):
+        for case in ("batches", "whole"):
+            ax.plot(
+                [2 * s["rows_per_side"] / 1e6 for s in result["sizes"]],
+                [s[case][field] for s in result["sizes"]],
+                "o-",
+                label=case,
+            )
+        ax.set_xlabel("input rows (millions)")
+        ax.set_ylabel(label)
+        ax.legend()
+    save(fig, "replay_input")
+    for size in result["sizes"]:
+        batches, whole = size["batches"], size["whole"]
+        print(
+            f"{size['rows_per_side']:>11,} a side: batches {batches['seconds']:.1f} s "
+            f"{batches['peak_mib']:.0f} MiB, whole {whole['seconds']:.1f} s "
+            f"{whole['peak_mib']:.0f} MiB ({batches['seconds'] / whole['seconds']:.2f}x)"
+        )
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()
