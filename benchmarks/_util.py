@@ -181,3 +181,42 @@ def measured(command: list[str]) -> dict[str, float]:
             msg = f"{command[:3]} failed ({done.returncode}): {Path(errors).read_text()}"
             raise RuntimeError(msg)
         return {"seconds": elapsed, "peak_mib": int(Path(peak).read_text()) / 1024}
+
+
+def peaks_and_walls(commands: dict[str, list[str]], runs: int, label: str) -> dict[str, Any]:
+    """Each command's median wall seconds and peak memory over ``runs`` runs in turn.
+
+    One run of each first, not counted (Numba's cache, the files in memory); ``label``
+    starts each progress line.
+    """
+    samples: dict[str, list[dict[str, float]]] = {case: [] for case in commands}
+    for command in commands.values():
+        measured(command)
+    for run in range(runs):
+        for case, command in commands.items():
+            samples[case].append(measured(command))
+            progress(f"{label}, run {run + 1}, {case}: {samples[case][-1]}")
+    return {
+        case: {
+            field: statistics.median(s[field] for s in samples[case])
+            for field in ("seconds", "peak_mib")
+        }
+        for case in commands
+    }
+
+
+def plot_peaks_and_walls(
+    sizes: list[dict[str, Any]], xs: list[float], xlabel: str, title: str, name: str
+) -> Path:
+    """Peak memory and wall seconds of each case of ``sizes`` against ``xs``; the PNG's path."""
+    fig, axes = figure(2, title)
+    cases = [case for case, value in sizes[0].items() if isinstance(value, dict)]
+    for ax, field, label in zip(
+        axes, ("peak_mib", "seconds"), ("peak resident memory (MiB)", "wall seconds"), strict=True
+    ):
+        for case in cases:
+            ax.plot(xs, [s[case][field] for s in sizes], "o-", label=case)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(label)
+        ax.legend()
+    return save(fig, name)

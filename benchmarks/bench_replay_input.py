@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -28,7 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _util import figure, machine, measured, progress, save, write
+from _util import machine, peaks_and_walls, plot_peaks_and_walls, write
 
 BATCHES = "import sys; from stretch.cli import main; sys.exit(main(sys.argv[1:]))"
 """``stretch replay`` itself."""
@@ -101,23 +100,11 @@ def run_size(rows: int, runs: int) -> dict[str, Any]:
             case: [sys.executable, "-c", script, *replay, outputs[case]]
             for case, script in (("batches", BATCHES), ("whole", WHOLE))
         }
-        samples: dict[str, list[dict[str, float]]] = {case: [] for case in commands}
-        for command in commands.values():  # warm: Numba's cache, the files in memory
-            measured(command)
-        for run in range(runs):
-            for case, command in commands.items():
-                samples[case].append(measured(command))
-                progress(f"{rows:,} a side, run {run + 1}, {case}: {samples[case][-1]}")
+        medians = peaks_and_walls(commands, runs, f"{rows:,} a side")
         assert same_rows(outputs["batches"], outputs["whole"]), "the outputs differ"
     return {
         "rows_per_side": rows,
-        **{
-            case: {
-                field: statistics.median(s[field] for s in samples[case])
-                for field in ("seconds", "peak_mib")
-            }
-            for case in commands
-        },
+        **medians,
     }
 
 
@@ -133,21 +120,13 @@ def main() -> None:
     for rows in args.rows:
         result["sizes"].append(run_size(rows, args.runs))
     path = write("replay_input", result)
-    fig, axes = figure(2, "forward replay of two Parquet files (p1)")
-    for ax, field, label in zip(
-        axes, ("peak_mib", "seconds"), ("peak resident memory (MiB)", "wall seconds"), strict=True
-    ):
-        for case in ("batches", "whole"):
-            ax.plot(
-                [2 * s["rows_per_side"] / 1e6 for s in result["sizes"]],
-                [s[case][field] for s in result["sizes"]],
-                "o-",
-                label=case,
-            )
-        ax.set_xlabel("input rows (millions)")
-        ax.set_ylabel(label)
-        ax.legend()
-    save(fig, "replay_input")
+    plot_peaks_and_walls(
+        result["sizes"],
+        [2 * s["rows_per_side"] / 1e6 for s in result["sizes"]],
+        "input rows (millions)",
+        "forward replay of two Parquet files (p1)",
+        "replay_input",
+    )
     for size in result["sizes"]:
         batches, whole = size["batches"], size["whole"]
         print(

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _util import figure, machine, measured, progress, save, write
+from _util import machine, peaks_and_walls, plot_peaks_and_walls, write
 
 from stretch.generate import scalejoin
 
@@ -77,26 +76,14 @@ def run_size(rows: int, runs: int) -> dict[str, Any]:
             + ["--output", outputs["pieces"]],
             "whole": [sys.executable, "-c", WHOLE, left, right, outputs["whole"]],
         }
-        samples: dict[str, list[dict[str, float]]] = {case: [] for case in commands}
-        for command in commands.values():  # warm: Numba's cache, the files in memory
-            measured(command)
-        for run in range(runs):
-            for case, command in commands.items():
-                samples[case].append(measured(command))
-                progress(f"{rows:,} a side, run {run + 1}, {case}: {samples[case][-1]}")
+        medians = peaks_and_walls(commands, runs, f"{rows:,} a side")
         written = {case: pq.read_table(path) for case, path in outputs.items()}
         assert written["pieces"].equals(written["whole"]), "the outputs differ"
         out_rows = written["pieces"].num_rows
     return {
         "rows_per_side": rows,
         "output_rows": out_rows,
-        **{
-            case: {
-                field: statistics.median(s[field] for s in samples[case])
-                for field in ("seconds", "peak_mib")
-            }
-            for case in commands
-        },
+        **medians,
     }
 
 
@@ -112,21 +99,13 @@ def main() -> None:
     for rows in args.rows:
         result["sizes"].append(run_size(rows, args.runs))
     path = write("replay_output", result)
-    fig, axes = figure(2, "ScaleJoin replay, output written as Parquet (p2)")
-    for ax, field, label in zip(
-        axes, ("peak_mib", "seconds"), ("peak resident memory (MiB)", "wall seconds"), strict=True
-    ):
-        for case in ("pieces", "whole"):
-            ax.plot(
-                [s["output_rows"] / 1e6 for s in result["sizes"]],
-                [s[case][field] for s in result["sizes"]],
-                "o-",
-                label=case,
-            )
-        ax.set_xlabel("output rows (millions)")
-        ax.set_ylabel(label)
-        ax.legend()
-    save(fig, "replay_output")
+    plot_peaks_and_walls(
+        result["sizes"],
+        [s["output_rows"] / 1e6 for s in result["sizes"]],
+        "output rows (millions)",
+        "ScaleJoin replay, output written as Parquet (p2)",
+        "replay_output",
+    )
     for size in result["sizes"]:
         pieces, whole = size["pieces"], size["whole"]
         print(
