@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from stretch.cli import main
+from stretch.sharded import connect
 from stretch.spark.pipeline import read_output
 from stretch.spark.sidecar import LocalSidecars
 from tests.spark.test_pipeline import split_at_ts
@@ -93,6 +94,11 @@ def test_pipeline_over_running_shards_by_url(
     with LocalSidecars(2, tmp_path / "shards") as shards:
         assert main(["pipeline", "wordcount", *params, "--input", str(tmp_path / "in"),
                      "--output", str(tmp_path / "out"), "--url", shards.url]) == 0  # fmt: skip
+        with connect(shards.url) as sharded:  # the reader's commits carried its cuts
+            outputs = [s["output"] for s in sharded.status("pipeline-wordcount")["shards"]]
+    offsets = [output["committed_offset"] for output in outputs]
+    assert sum(offsets) > 0  # Spark commits a micro-batch's end at the next one's start
+    assert [output["committed_cut"] for output in outputs] == [offsets, offsets]
     assert f"on {shards.url}" in capsys.readouterr().out
     out = read_output(spark, tmp_path / "out")  # type: ignore[arg-type]
     assert out.cast(expected.schema).equals(expected)
