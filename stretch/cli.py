@@ -691,37 +691,43 @@ def _rows(
     The file's batches as they are read, when it is in ts order (asserted, or checked by a
     pass over its ``ts`` column); else the whole file, sorted.
     """
-    if not asserted and _unsorted_row(file.batches([TS]), path) is not None:
+    if not asserted and not _in_ts_order(file, path):
         return _sorted(conform(file.read(), schema, path), path, asserted=False)
     return _checked(file.batches(), schema, path)
 
 
 def _checked(batches: Iterator[pa.Table], schema: Schema, path: str) -> Iterator[pa.Table]:
     """The batches conformed to ``schema``; an unsorted row is an error (``--sorted``)."""
+    for table, unsorted in _in_order(batches, schema, path):
+        if unsorted is not None:
+            raise unsorted
+        yield table
+
+
+def _in_ts_order(file: InputFile, path: str) -> bool:
+    """Whether the file's rows are in ts order, from a pass over its ``ts`` column alone."""
+    return all(unsorted is None for _, unsorted in _in_order(file.batches([TS]), Schema(()), path))
+
+
+def _in_order(
+    batches: Iterator[pa.Table], schema: Schema, path: str
+) -> Iterator[tuple[pa.Table, InputError | None]]:
+    """Each batch conformed to ``schema``, and the error for its first unsorted row, if any.
+
+    Messages name the rows by their row in the file.
+    """
     done, last = 0, None
     for batch in batches:
         table = conform(batch, schema, path, done)
         ts = table.column(TS).to_numpy()
         row = _first_unsorted(ts, last)
-        if row is not None:
+        if row is None:
+            yield table, None
+        else:
             before = int(ts[row - 1]) if row else last
-            raise _unsorted(path, done + row, int(ts[row]), before)
+            yield table, _unsorted(path, done + row, int(ts[row]), before)
         done += len(ts)
         last = int(ts[-1]) if len(ts) else last
-        yield table
-
-
-def _unsorted_row(batches: Iterator[pa.Table], path: str) -> int | None:
-    """The first row (0-based) of ``batches`` before its previous row, or None."""
-    done, last = 0, None
-    for batch in batches:
-        ts = conform(batch, Schema(()), path, done).column(TS).to_numpy()
-        row = _first_unsorted(ts, last)
-        if row is not None:
-            return done + row
-        done += len(ts)
-        last = int(ts[-1]) if len(ts) else last
-    return None
 
 
 def _first_unsorted(ts: NDArray[np.int64], last: int | None) -> int | None:

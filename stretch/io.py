@@ -136,7 +136,8 @@ class InputFile:
                 self._parquet = pq.ParquetFile(path)
                 schema, self.num_rows = self._parquet.schema_arrow, self._parquet.metadata.num_rows
             elif kind == ".arrow":
-                schema, self.num_rows = _arrow_reader(path).schema, _arrow_rows(path)
+                reader = _arrow_reader(path)
+                schema, self.num_rows = reader.schema, _arrow_rows(reader)
             else:
                 self._table = read_table(path)
                 schema, self.num_rows = self._table.schema, self._table.num_rows
@@ -164,11 +165,15 @@ class InputFile:
             yield table
 
     def _read(self, columns: list[str] | None) -> Iterator[pa.Table]:
-        """The file's batches as stored, at most ``BATCH_ROWS`` rows each."""
-        if self._table is not None:
-            table = self._table if columns is None else self._table.select(columns)
+        """The file's rows as stored, cut into batches of at most ``BATCH_ROWS`` rows."""
+        for table in self._stored(columns):
             for start in range(0, table.num_rows, BATCH_ROWS):
                 yield table.slice(start, BATCH_ROWS)
+
+    def _stored(self, columns: list[str] | None) -> Iterator[pa.Table]:
+        """The file's rows as stored: the whole table, Parquet batches, Arrow batches."""
+        if self._table is not None:
+            yield self._table if columns is None else self._table.select(columns)
             return
         stored: Iterator[pa.RecordBatch]
         with _input_errors(f"cannot read {self.path}"):
@@ -188,10 +193,7 @@ class InputFile:
             if batch is None:
                 return
             table = pa.Table.from_batches([batch])
-            if columns is not None:
-                table = table.select(columns)
-            for start in range(0, table.num_rows, BATCH_ROWS):
-                yield table.slice(start, BATCH_ROWS)
+            yield table if columns is None else table.select(columns)
 
 
 def write_table(table: pa.Table, path: str | Path) -> None:
@@ -560,9 +562,8 @@ def _arrow_batches(
     return iter(reader)
 
 
-def _arrow_rows(path: Path) -> int:
+def _arrow_rows(reader: pa.ipc.RecordBatchFileReader | pa.ipc.RecordBatchStreamReader) -> int:
     """The rows of an Arrow IPC file: from its footer, or by a pass over the stream format."""
-    reader = _arrow_reader(path)
     if isinstance(reader, pa.ipc.RecordBatchFileReader):
         return int(reader.count_rows())
     return sum(batch.num_rows for batch in reader)
