@@ -6,8 +6,10 @@ processes:
 
 * ``batches``: ``stretch replay forward`` (a pass over each file's ``ts`` finds it in
   order, then its batches are read as the run takes them);
-* ``whole``, the baseline: the same command with its inputs read whole first, as
-  ``stretch replay`` did before (and still does for a file out of order).
+* ``whole``: the same command with its inputs read whole first, as ``stretch replay``
+  did before (and still does for a file out of order);
+* ``merge``, the best simple program for the job: ``onethread_merge.py``, a streaming
+  merge of the two sorted files a row group at a time, in forward's order.
 
 Reported per size: wall seconds and the peak resident memory of each process (its own
 ``ru_maxrss``, from a small launcher), medians of ``--runs`` after one run of each that is
@@ -22,6 +24,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,6 +46,9 @@ cli._rows = whole  # every input read whole first, as for a file out of order
 sys.exit(cli.main(sys.argv[1:]))
 """
 """The baseline: ``stretch replay`` with its inputs read whole first, as it did before."""
+
+MERGE = str(Path(__file__).parent / "onethread_merge.py")
+"""The best simple program for the job: a streaming merge of the sorted files."""
 
 
 def inputs(rows: int, folder: str) -> list[str]:
@@ -94,14 +100,19 @@ def run_size(rows: int, runs: int) -> dict[str, Any]:
     """Both cases at ``rows`` rows a side, ``runs`` times in turn; their medians."""
     with tempfile.TemporaryDirectory() as folder:
         left, right = inputs(rows, folder)
-        outputs = {case: os.path.join(folder, f"{case}.parquet") for case in ("batches", "whole")}
+        outputs = {
+            case: os.path.join(folder, f"{case}.parquet") for case in ("batches", "whole", "merge")
+        }
         replay = ["replay", "forward", "--input", left, "--input", right, "--output"]
         commands = {
             case: [sys.executable, "-c", script, *replay, outputs[case]]
             for case, script in (("batches", BATCHES), ("whole", WHOLE))
         }
+        commands["merge"] = [sys.executable, MERGE, "--input", left, "--input", right]
+        commands["merge"] += ["--output", outputs["merge"]]
         medians = peaks_and_walls(commands, runs, f"{rows:,} a side")
-        assert same_rows(outputs["batches"], outputs["whole"]), "the outputs differ"
+        for baseline in ("whole", "merge"):
+            assert same_rows(outputs["batches"], outputs[baseline]), f"{baseline} differs"
     return {
         "rows_per_side": rows,
         **medians,
@@ -128,11 +139,13 @@ def main() -> None:
         "replay_input",
     )
     for size in result["sizes"]:
-        batches, whole = size["batches"], size["whole"]
+        batches, whole, merge = size["batches"], size["whole"], size["merge"]
         print(
             f"{size['rows_per_side']:>11,} a side: batches {batches['seconds']:.1f} s "
             f"{batches['peak_mib']:.0f} MiB, whole {whole['seconds']:.1f} s "
-            f"{whole['peak_mib']:.0f} MiB ({batches['seconds'] / whole['seconds']:.2f}x)"
+            f"{whole['peak_mib']:.0f} MiB, merge {merge['seconds']:.1f} s "
+            f"{merge['peak_mib']:.0f} MiB; batches {merge['seconds'] / batches['seconds']:.2f}x "
+            "the merge's speed"
         )
     print(f"results: {path}")
 
