@@ -3,9 +3,10 @@
 Reads each input a row group at a time, and writes each round the rows that no later row
 can precede: those with ``ts`` below the least last ``ts`` held of the inputs not yet
 read to their end. They go out in forward's order (docs/design.md, decision 2): by
-``ts``, then input, then the row's content column by column (one ``np.lexsort``; numeric
-columns). No runtime, no gate, no threads: the output is forward's row for row, and
-memory is about a row group per input.
+``ts``, then input, then the row's content column by column (a stable sort by ``ts``,
+then a ``np.lexsort`` of the rows that share ``ts`` and input; numeric columns). No
+runtime, no gate, no threads: the output is forward's row for row, and memory is about a
+row group per input.
 
 Run as a script it is a whole process::
 
@@ -55,10 +56,7 @@ def merge(paths: list[str], output: str) -> int:
                 held[i] = held[i].slice(stop)
             rows = pa.concat_tables(parts)
             if rows.num_rows:
-                source = np.repeat(np.arange(len(parts)), [part.num_rows for part in parts])
-                payload = [rows.column(name).to_numpy() for name in rows.column_names[:0:-1]]
-                order = np.lexsort([*payload, source, rows.column("ts").to_numpy()])
-                writer.write_table(rows.take(pa.array(order)))
+                writer.write_table(rows.take(pa.array(_order(rows, parts))))
                 written += rows.num_rows
             for i in live:  # the input that set the bound reads on
                 if not ended[i] and (bound is None or held[i].column("ts")[-1].as_py() == bound):
@@ -67,6 +65,26 @@ def merge(paths: list[str], output: str) -> int:
                         ended[i] = True
                     else:
                         held[i] = pa.concat_tables([held[i], more])
+
+
+def _order(rows: pa.Table, parts: list[pa.Table]) -> np.ndarray:
+    """Forward's order of ``rows`` (the parts one after another, each sorted by ``ts``).
+
+    A stable sort by ``ts`` (it merges the parts' sorted runs) gives ``(ts, input, row)``;
+    then only the rows that share ``ts`` and input are sorted by content.
+    """
+    ts = rows.column("ts").to_numpy()
+    source = np.repeat(np.arange(len(parts)), [part.num_rows for part in parts])
+    order = np.argsort(ts, kind="stable")
+    ts, source = ts[order], source[order]
+    new = np.r_[True, (ts[1:] != ts[:-1]) | (source[1:] != source[:-1])]
+    group = np.cumsum(new)
+    tied = ~(new & np.r_[new[1:], True])  # in a group of two rows or more
+    if tied.any():
+        at = order[tied]
+        payload = [rows.column(name).to_numpy()[at] for name in rows.column_names[:0:-1]]
+        order[tied] = at[np.lexsort([*payload, group[tied]])]
+    return order
 
 
 def main() -> None:
