@@ -480,7 +480,11 @@ class StretchClient:
                 msg = f"the output of {name!r} did not finish in {timeout_s} s"
                 raise TimeoutError(msg)
             # A long-poll at the log's end returns as soon as a row arrives or it finishes.
-            self.output(name, int(status["output"]["end_offset"]), max_rows=1, wait_ms=200)
+            # Not before the committed offset: a commit beyond the end (after a restart)
+            # trims the rows up to it as they come, which could be before the poll.
+            output = status["output"]
+            at = max(int(output["end_offset"]), int(output["committed_offset"]))
+            self.output(name, at, max_rows=1, wait_ms=200)
 
     def output_cut(self, name: str, ts: int) -> dict[str, Any]:
         """Where the output rows of ``ts`` or later start: offset, watermark, finished."""
