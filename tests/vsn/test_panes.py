@@ -201,11 +201,20 @@ def test_the_token_table_grows() -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(rows=st.lists(st.lists(st.integers(0, 6), max_size=40), max_size=6))
-def test_distinct_in_rows_keeps_first_occurrences(rows: list[list[int]]) -> None:
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum([len(r) for r in rows], out=offsets[1:])
-    flat = np.array([x for r in rows for x in r], dtype=np.int64)
-    numbers, counts = distinct_in_rows(flat, offsets)
-    assert counts.tolist() == [len(dict.fromkeys(r)) for r in rows]
-    assert numbers.tolist() == [x for r in rows for x in dict.fromkeys(r)]
+@given(
+    calls=st.lists(
+        st.lists(st.lists(st.integers(0, 6), max_size=40), max_size=6), min_size=1, max_size=3
+    )
+)
+def test_distinct_in_rows_keeps_first_occurrences(calls: list[list[list[int]]]) -> None:
+    """Calls in a row share ``seen``, as a KeyTable's reads do: no call sees another's rows."""
+    seen = np.full(7, -1, dtype=np.int64)
+    first_row = 0
+    for rows in calls:
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in rows], out=offsets[1:])
+        flat = np.array([x for r in rows for x in r], dtype=np.int64)
+        numbers, counts = distinct_in_rows(flat, offsets, seen, first_row)
+        assert counts.tolist() == [len(dict.fromkeys(r)) for r in rows]
+        assert numbers.tolist() == [x for r in rows for x in dict.fromkeys(r)]
+        first_row += len(rows)

@@ -190,38 +190,29 @@ def combine_panes(
     return out_keys[:n], out_values[:n], out_created[:, :n]
 
 
-_SHORT_ROW = 16
-"""Rows with at most this many keys drop repeats by comparing pairs; longer ones sort."""
-
-
 @njit(nogil=True, cache=True)
 def distinct_in_rows(
-    numbers: NDArray[np.int64], offsets: NDArray[np.int64]
+    numbers: NDArray[np.int64], offsets: NDArray[np.int64], seen: NDArray[np.int64], first_row: int
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Each row's numbers with repeats dropped (first occurrence kept, in order).
 
-    Row r's numbers are ``numbers[offsets[r]:offsets[r + 1]]``. Returns the kept numbers
-    and each row's count of them. O(n) for short rows, O(n log n) for long ones.
+    Row r's numbers are ``numbers[offsets[r]:offsets[r + 1]]``. ``seen[k]`` is the id of
+    the last row that kept number k, rows being numbered ``first_row + r``: ids must grow
+    from call to call (then ``seen`` needs no reset), and ``seen`` must be longer than the
+    largest number. Returns the kept numbers and each row's count of them. O(n).
     """
     rows = offsets.shape[0] - 1
-    out = numbers.copy()
+    out = np.empty_like(numbers)
     counts = np.empty(rows, dtype=np.int64)
     n_out = 0
     for r in range(rows):
-        start, stop = offsets[r], offsets[r + 1]
         first = n_out
-        if stop - start <= _SHORT_ROW:
-            for i in range(start, stop):
-                seen = False
-                for k in range(first, n_out):
-                    if out[k] == numbers[i]:
-                        seen = True
-                        break
-                if not seen:
-                    out[n_out] = numbers[i]
-                    n_out += 1
-        else:
-            out[first : first + stop - start] = numbers[start:stop]
-            n_out = first + _drop_repeats(out[first : first + stop - start])
+        row = first_row + r
+        for i in range(offsets[r], offsets[r + 1]):
+            k = numbers[i]
+            if seen[k] != row:
+                seen[k] = row
+                out[n_out] = k
+                n_out += 1
         counts[r] = n_out - first
     return out[:n_out], counts

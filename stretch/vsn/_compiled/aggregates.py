@@ -99,6 +99,7 @@ class KeyTable:
         self._words = TokenTable()  # words, or hashtags; paircount's key is a pair of them
         self._codes = np.empty(0, dtype=np.int64)  # pairs: the code of each key number
         self._code_slots = build_index(self._codes, 0, index_size(0))
+        self._seen = np.empty(0, dtype=np.int64)  # words: the last row that kept each key
         self._lock = threading.Lock()
         self._arrow_strings: list[pa.Array] = []  # strings as Arrow chunks, sizes halving
         self._arrow_lock = threading.Lock()
@@ -179,7 +180,9 @@ class KeyTable:
             texts = store.dictionary.decode_arrow(
                 held.column("tweet")[start - held.base : upto - held.base]
             )
-            numbers, counts = self._pairs(texts) if self.kind == "pairs" else self._keys(texts)
+            numbers, counts = (
+                self._pairs(texts) if self.kind == "pairs" else self._keys(texts, start)
+            )
             rows = _dropped(rows, min(held.base, start))
             at = start - rows.base
             used = int(rows.offsets[at])
@@ -192,11 +195,15 @@ class KeyTable:
             )
             return self._rows
 
-    def _keys(self, texts: pa.Array) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Words or hashtags: split and numbered by kernels, repeats dropped."""
+    def _keys(self, texts: pa.Array, first_row: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Words or hashtags of rows ``first_row``, ...: numbered by kernels, repeats dropped."""
         numbers, offsets, new = self._words.numbers(texts, hashtags=self.kind == "hashtags")
         self._add_keys(new)  # the token table and the keys number them alike
-        return distinct_in_rows(numbers, offsets)
+        if self._seen.shape[0] < len(self.strings):
+            grown = np.full(2 * len(self.strings), -1, dtype=np.int64)
+            grown[: self._seen.shape[0]] = self._seen
+            self._seen = grown
+        return distinct_in_rows(numbers, offsets, self._seen, first_row)
 
     def _pairs(self, texts: pa.Array) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """Pairs: tokens split and numbered, pairs built and numbered, by kernels."""
