@@ -196,8 +196,8 @@ def _parser() -> argparse.ArgumentParser:
         "text in CSV/JSON lines; converted to ms, a zoneless one read as UTC) and the "
         "operator's columns. 'hedge' takes one file "
         "that feeds both of its streams (or two: L, then R). Parquet and Arrow files are "
-        "read a batch at a time as the run takes them (CSV and JSON lines whole), and the "
-        "output is written as it comes.",
+        "read a batch at a time as the run takes them (CSV and JSON lines too when over 256 "
+        "MiB, else whole), and the output is written as it comes.",
         epilog="operators: " + "; ".join(f"{n}: {s.description}" for n, s in CATALOG.items()),
     )
     replay.add_argument(

@@ -102,16 +102,23 @@ def _readable(path: str | Path) -> Path:
 
 BATCH_ROWS = 1 << 16
 """Rows :meth:`InputFile.batches` gives at most at once."""
+TEXT_STREAM_BYTES = 256 << 20
+"""CSV and JSON lines files larger than this are streamed by :class:`InputFile`."""
+TEXT_BLOCK_BYTES = 1 << 20
+"""The bytes of a streamed CSV or JSON lines file that Arrow parses at once (a block)."""
 
 
 class InputFile:
     """A file to read a batch at a time, its format chosen by the file's extension.
 
     Parquet and Arrow IPC files are read as the batches are asked for, so a large input
-    need not fit in memory. CSV and JSON lines files, whose column types are inferred from
-    the whole file, are read whole (with :func:`read_table`) when opened. Every batch is
-    what :func:`read_table` would give for its rows: a text ``ts`` of ISO 8601 timestamps
-    is read as timestamps.
+    need not fit in memory. CSV and JSON lines files take their column types from the
+    whole file: one larger than :data:`TEXT_STREAM_BYTES` is streamed too, with the types
+    its first block gives, once a pass over the whole file found that they hold for every
+    row (as they then are the whole file's types); other ones, and one where they do not
+    hold, are read whole (with :func:`read_table`) when opened. Every batch is what
+    :func:`read_table` would give for its rows: a text ``ts`` of ISO 8601 timestamps is
+    read as timestamps.
 
     Args:
         path: A file in one of :data:`FORMATS`.
@@ -130,6 +137,7 @@ class InputFile:
         self.path = path = _readable(path)
         self._table: pa.Table | None = None
         self._parquet: pq.ParquetFile | None = None
+        self._text: _TextFile | None = None
         with _input_errors(f"cannot read {path}"):
             kind = _extension(path)
             if kind == ".parquet":
@@ -138,6 +146,9 @@ class InputFile:
             elif kind == ".arrow":
                 reader = _arrow_reader(path)
                 schema, self.num_rows = reader.schema, _arrow_rows(reader)
+            elif path.stat().st_size > TEXT_STREAM_BYTES and (text := _TextFile.of(path)):
+                self._text = text
+                schema, self.num_rows = text.schema, text.num_rows
             else:
                 self._table = read_table(path)
                 schema, self.num_rows = self._table.schema, self._table.num_rows
@@ -157,10 +168,12 @@ class InputFile:
             columns: Read only these columns (default: all).
 
         """
-        done = 0
+        done, iso = 0, None  # iso: whether a text ts is ISO 8601 time (its first batch says)
         for batch in self._read(columns):
             with _input_errors(f"cannot read {self.path}"):
-                table = _event_time_text(batch, self.path, done)
+                table = _event_time_text(batch, self.path, done, iso)
+            if iso is None and batch.num_rows and TS in batch.column_names:
+                iso = table.schema.field(TS).type != batch.schema.field(TS).type
             done += table.num_rows
             yield table
 
@@ -185,6 +198,8 @@ class InputFile:
                     for group in range(parquet.num_row_groups)
                     for batch in parquet.iter_batches(BATCH_ROWS, [group], columns)
                 )
+            elif self._text is not None:
+                stored = self._text.batches(columns)
             else:
                 stored = _arrow_batches(_arrow_reader(self.path))
         while True:
@@ -358,16 +373,19 @@ _ISO = r"^\d{4}-\d\d-\d\d([T ]\d\d(:?\d\d)*([.,]\d+)?(Z|[+-]\d\d(:?\d\d)?)?)?$"
 """ISO 8601 text as ``ts`` takes it: a date, then optionally a time and a zone."""
 
 
-def _event_time_text(table: pa.Table, path: Path, row_offset: int = 0) -> pa.Table:
+def _event_time_text(
+    table: pa.Table, path: Path, row_offset: int = 0, iso: bool | None = None
+) -> pa.Table:
     """``table`` with a text ``ts`` of ISO 8601 timestamps read as timestamps.
 
     Each value with a zone offset is read in its zone, each without one as UTC, so a file
     may mix them. Text that is not such timestamps stays text (``conform`` then names the
     row), unless its first value is one: then the first value that is not is named (as
-    row ``row_offset`` + its row in ``table``, 1-based).
+    row ``row_offset`` + its row in ``table``, 1-based). ``iso``, for a later part of a
+    file, says what its first value was instead (False: ``ts`` stays text).
     """
     index = table.schema.get_field_index(TS)
-    if index < 0 or not pa.types.is_string(table.schema.field(index).type):
+    if index < 0 or not pa.types.is_string(table.schema.field(index).type) or iso is False:
         return table
     text = table.column(index)
     zoned = pc.match_substring_regex(text, _ZONE)
@@ -375,9 +393,9 @@ def _event_time_text(table: pa.Table, path: Path, row_offset: int = 0) -> pa.Tab
         with_zone = pc.if_else(zoned, text, "1970-01-01T00:00:00Z").cast(_ZONED)
         without = pc.if_else(zoned, "1970-01-01T00:00:00", text).cast(pa.timestamp("ns"))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        iso = pc.fill_null(pc.match_substring_regex(text, _ISO), False).to_numpy()
-        if iso.size and iso[0] and not iso.all():
-            row = int(np.argmin(iso))
+        each = pc.fill_null(pc.match_substring_regex(text, _ISO), False).to_numpy()
+        if each.size and (iso or each[0]) and not each.all():
+            row = int(np.argmin(each))
             msg = (
                 f"{path}: row {row_offset + row + 1}, column 'ts': {text[row].as_py()!r} is not "
                 "ISO 8601 time (e.g. 2024-05-01T12:00:00.250Z)"
@@ -388,17 +406,19 @@ def _event_time_text(table: pa.Table, path: Path, row_offset: int = 0) -> pa.Tab
     return table.set_column(index, pa.field(TS, _ZONED), column)
 
 
-def _temporal_columns(table: pa.Table) -> list[str]:
+def _temporal_columns(schema: pa.Schema) -> list[str]:
     """Columns read as dates or times that must stay text: all but a timestamp ``ts``."""
     return [
         field.name
-        for field in table.schema
+        for field in schema
         if pa.types.is_temporal(field.type)
         and not (field.name == TS and pa.types.is_timestamp(field.type))
     ]
 
 
-def _csv_convert(text_columns: list[str] | None = None) -> pa_csv.ConvertOptions:
+def _csv_convert(
+    text_columns: list[str] | None = None, columns: list[str] | None = None
+) -> pa_csv.ConvertOptions:
     # An empty unquoted field is null; ``""`` is the empty string. Nothing else is null,
     # so that ``nan`` reads back as a float and ``NA`` as a string.
     return pa_csv.ConvertOptions(
@@ -406,6 +426,7 @@ def _csv_convert(text_columns: list[str] | None = None) -> pa_csv.ConvertOptions
         strings_can_be_null=True,
         quoted_strings_can_be_null=False,
         column_types=dict.fromkeys(text_columns or [], pa.string()),
+        include_columns=columns,
     )
 
 
@@ -426,7 +447,7 @@ def _read_csv(path: Path) -> pa.Table:
     except pa.ArrowInvalid as exc:
         raise InputError(_locate_csv_error(path, exc)) from exc
     one_column = table.num_columns == 1
-    temporal = _temporal_columns(table)
+    temporal = _temporal_columns(table.schema)
     if one_column or temporal:
         table = pa_csv.read_csv(
             path,
@@ -470,7 +491,7 @@ def _read_jsonl(path: Path) -> pa.Table:
     except pa.ArrowInvalid:
         # Arrow's messages count rows per block; the stdlib pass names the exact line.
         return _read_jsonl_line_by_line(path)
-    temporal = _temporal_columns(table)
+    temporal = _temporal_columns(table.schema)
     if not temporal:
         return table
     schema = pa.schema(
@@ -539,6 +560,91 @@ def _read_jsonl_line_by_line(path: Path) -> pa.Table:
             msg = f"cannot read {path}: column {name!r}: {_first_line(exc)}"
             raise InputError(msg) from exc
     return pa.table(arrays)
+
+
+class _TextFile:
+    """A CSV or JSON lines file read a block at a time, with the column types of its first.
+
+    Built by :meth:`of`, which checks by a pass over the whole file that every block reads
+    with those types. They are then the types :func:`read_table` infers from the whole
+    file: it takes for each column the narrowest type that holds all its values, and the
+    first block's type is the narrowest for part of them and holds all of them. The
+    options are :func:`read_table`'s: dates and times other than a timestamp ``ts`` as
+    text, and the empty lines of a one-column CSV as nulls.
+
+    Args:
+        path: The file.
+        inferred: The types Arrow infers from its first block.
+
+    Attributes:
+        schema: The columns of its batches.
+        num_rows: Its rows (counted by :meth:`of`).
+
+    """
+
+    def __init__(self, path: Path, inferred: pa.Schema) -> None:
+        self.path = path
+        self._one_column = len(inferred) == 1
+        self._text_columns = _temporal_columns(inferred)
+        self.schema = pa.schema(
+            pa.field(f.name, pa.string()) if f.name in self._text_columns else f for f in inferred
+        )
+        self.num_rows = 0
+
+    @classmethod
+    def of(cls, path: Path) -> _TextFile | None:
+        """The file, or None if one of its blocks does not read with the first's types."""
+        try:
+            csv = _extension(path) == ".csv"
+            inferred = (_csv_stream(path) if csv else _jsonl_stream(path)).schema
+            if not len(inferred):  # JSON lines of empty objects: rows without columns
+                return None
+            text = cls(path, inferred)
+            text.num_rows = sum(batch.num_rows for batch in text.batches(None))
+        except pa.ArrowInvalid:
+            return None
+        return text
+
+    def batches(self, columns: list[str] | None) -> Iterator[pa.RecordBatch]:
+        """The file's rows as Arrow parses them, a block at a time.
+
+        Raises:
+            pyarrow.ArrowInvalid: A block does not read with the first one's types.
+
+        """
+        if _extension(self.path) == ".csv":
+            parse = _csv_parse(one_column=self._one_column)
+            yield from _csv_stream(self.path, parse, _csv_convert(self._text_columns, columns))
+            return
+        for batch in _jsonl_stream(self.path, self.schema):
+            selected = batch.select(columns) if columns is not None else batch
+            selected.validate(full=True)  # Arrow's JSON reader does not check UTF-8
+            yield selected
+
+
+def _csv_stream(
+    path: Path,
+    parse: pa_csv.ParseOptions | None = None,
+    convert: pa_csv.ConvertOptions | None = None,
+) -> pa.ipc.RecordBatchReader:
+    """A CSV file in blocks of :data:`TEXT_BLOCK_BYTES` (default: ``read_table``'s options)."""
+    return pa_csv.open_csv(
+        path,
+        read_options=pa_csv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
+        parse_options=parse or _csv_parse(),
+        convert_options=convert or _csv_convert(),
+    )
+
+
+def _jsonl_stream(path: Path, schema: pa.Schema | None = None) -> pa.ipc.RecordBatchReader:
+    """A JSON lines file in blocks of :data:`TEXT_BLOCK_BYTES` (default: inferred types)."""
+    return pa_json.open_json(
+        path,
+        read_options=pa_json.ReadOptions(block_size=TEXT_BLOCK_BYTES),
+        parse_options=pa_json.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="error" if schema else "infer"
+        ),
+    )
 
 
 def _read_arrow(path: Path) -> pa.Table:

@@ -304,21 +304,33 @@ def _in_row_groups(table: pa.Table, path: Path, rows: int) -> Path:
 
 @pytest.mark.parametrize("runtime_name", ["vsn", "sn"])
 @pytest.mark.parametrize("unsorted", [False, True])
-def test_replay_reads_parquet_a_batch_at_a_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runtime_name: str, unsorted: bool
+@pytest.mark.parametrize("extension", [".parquet", ".csv"])
+def test_replay_reads_its_input_a_batch_at_a_time(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    runtime_name: str,
+    unsorted: bool,
+    extension: str,
 ) -> None:
-    """Many batches of 64 rows: the output is the reference, sorted input or not."""
+    """Many batches of 64 rows (CSV: blocks of 2 KiB, streamed): the output is the
+    reference, sorted input or not."""
     monkeypatch.setattr(stretch_io, "BATCH_ROWS", 64)
+    monkeypatch.setattr(stretch_io, "TEXT_STREAM_BYTES", 0)
+    monkeypatch.setattr(stretch_io, "TEXT_BLOCK_BYTES", 2048)
     left, right = (_squeezed(t) for t in generate.scalejoin(1500, 100.0, seed=5))
     expected = run_sn(build("scalejoin", {"ws": 2000}), [left, right])
     if unsorted:  # two rows of a late row group swapped: the file is read whole and sorted
         order = list(range(left.num_rows))
         order[1200], order[1201] = order[1201], order[1200]
         left = left.take(order)
-    paths = [
-        str(_in_row_groups(table, tmp_path / f"{side}.parquet", 500))
-        for side, table in (("l", left), ("r", right))
-    ]
+    paths = []
+    for side, table in (("l", left), ("r", right)):
+        path = tmp_path / f"{side}{extension}"
+        if extension == ".csv":
+            write_table(table, path)
+        else:
+            _in_row_groups(table, path, 500)
+        paths.append(str(path))
     out = tmp_path / "o.parquet"
     args = ["replay", "scalejoin", "--input", paths[0], "--input", paths[1], "--param", "ws=2000"]
     rc = main([*args, "--parallelism", "2", "--runtime", runtime_name, "--output", str(out)])

@@ -388,14 +388,31 @@ def _written_in_parts(table: pa.Table, path: Path, part_rows: int, arrow_stream:
         write_table(table, path)
 
 
+def _stream_text(monkeypatch: pytest.MonkeyPatch, block_bytes: int = 64) -> None:
+    """Stream every CSV and JSON lines file, in blocks of ``block_bytes``."""
+    monkeypatch.setattr(stretch_io, "TEXT_STREAM_BYTES", 0)
+    monkeypatch.setattr(stretch_io, "TEXT_BLOCK_BYTES", block_bytes)
+
+
 @pytest.mark.parametrize(
     ("extension", "arrow_stream"),
-    [(".csv", False), (".jsonl", False), (".parquet", False), (".arrow", False), (".arrow", True)],
+    [
+        (".csv", False),
+        (".csv", True),
+        (".jsonl", False),
+        (".jsonl", True),
+        (".parquet", False),
+        (".arrow", False),
+        (".arrow", True),
+    ],
 )
 def test_input_file_batches_are_the_file_in_order(
     tmp_path: Path, extension: str, arrow_stream: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``arrow_stream``: Arrow's stream format, or a text file streamed in blocks."""
     monkeypatch.setattr(stretch_io, "BATCH_ROWS", 7)
+    if arrow_stream and extension != ".arrow":
+        _stream_text(monkeypatch)
     n = 60
     table = pa.table(
         {
@@ -405,7 +422,7 @@ def test_input_file_batches_are_the_file_in_order(
         }
     )
     path = tmp_path / f"t{extension}"
-    _written_in_parts(table, path, 25, arrow_stream)
+    _written_in_parts(table, path, 25, arrow_stream and extension == ".arrow")
     whole = read_table(path)
     file = InputFile(path)
     batches = list(file.batches())
@@ -432,6 +449,103 @@ def test_parquet_batches_hold_one_row_group_at_a_time(tmp_path: Path) -> None:
         most = max(most, pa.total_allocated_bytes() - base)
     assert count == groups * rows
     assert most < 4 * group_bytes  # the whole file would be 16
+
+
+@pytest.mark.parametrize("extension", [".csv", ".jsonl"])
+def test_a_large_text_file_is_read_a_block_at_a_time(
+    tmp_path: Path, extension: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = 400_000
+    path = tmp_path / f"big{extension}"
+    table = pa.table(
+        {
+            "ts": pa.array(range(rows), pa.int64()),
+            "x": [i / 4 for i in range(rows)],
+            "s": ["ab"] * rows,
+        }
+    )
+    write_table(table, path)
+    _stream_text(monkeypatch, block_bytes=1 << 14)
+    file = InputFile(path)
+    base, most, batches = pa.total_allocated_bytes(), 0, 0
+    for _ in file.batches():
+        batches += 1
+        most = max(most, pa.total_allocated_bytes() - base)
+    assert batches > 10  # blocks of 16 KiB, not the whole file
+    assert most < table.nbytes / 8  # a few blocks read ahead: about 0.65 MB of 8.8 here
+    assert file.num_rows == rows
+    assert pa.concat_tables(file.batches()).equals(table)
+
+
+def test_a_block_that_needs_other_types_makes_the_file_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first blocks say int64 and date; a later one says double and text: the whole
+    file's types (read whole) win."""
+    lines = ["ts,i,d"] + [f"{k},{k},2024-01-01" for k in range(50)] + ["50,1.5,later"]
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join(lines) + "\n")
+    _stream_text(monkeypatch)
+    file = InputFile(path)
+    whole = read_table(path)
+    assert whole.schema.field("i").type == pa.float64()
+    assert file.schema == whole.schema
+    assert pa.concat_tables(file.batches()).equals(whole)
+
+
+_CSV_VALUES = {
+    "int": st.integers(-(2**40), 2**40).map(str),
+    "float": st.floats(allow_nan=False, allow_infinity=False, width=32).map(repr),
+    "bool": st.sampled_from(["true", "false"]),
+    "empty": st.just(""),
+    "word": st.sampled_from(["a", "NA", "x y", "nan"]),
+    "date": st.sampled_from(["2024-01-01", "2023-12-31"]),
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    columns=st.lists(
+        st.lists(st.sampled_from(sorted(_CSV_VALUES)), min_size=1, max_size=3),
+        min_size=1,
+        max_size=3,
+    ),
+    rows=st.integers(1, 40),
+    data=st.data(),
+)
+def test_a_streamed_csv_reads_as_the_whole_file_does(
+    tmp_path_factory: pytest.TempPathFactory,
+    columns: list[list[str]],
+    rows: int,
+    data: st.DataObject,
+) -> None:
+    """Columns whose values change kind down the file, in blocks of a few rows."""
+    values = [
+        [data.draw(st.one_of(*(_CSV_VALUES[kind] for kind in kinds))) for _ in range(rows)]
+        for kinds in columns
+    ]
+    header = ",".join(f"c{j}" for j in range(len(columns)))
+    lines = [header] + [",".join(column[r] for column in values) for r in range(rows)]
+    path = tmp_path_factory.mktemp("csv") / "t.csv"
+    path.write_text("\n".join(lines) + "\n")
+    try:
+        whole = read_table(path)
+    except InputError:
+        return  # e.g. a one-column file of empty lines only
+    with pytest.MonkeyPatch.context() as patch:
+        _stream_text(patch)
+        file = InputFile(path)
+        assert file.schema == whole.schema
+        streamed = pa.concat_tables([*file.batches(), whole.schema.empty_table()])
+        assert _nan_as_text(streamed.to_pylist()) == _nan_as_text(whole.to_pylist())
+
+
+def _nan_as_text(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Rows with NaN as ``"NaN"`` (NaN is equal to nothing, itself included)."""
+    return [
+        {k: "NaN" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+        for row in rows
+    ]
 
 
 def test_a_later_batch_names_its_row_in_the_file(
