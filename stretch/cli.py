@@ -236,7 +236,8 @@ def _parser() -> argparse.ArgumentParser:
         choices=("vsn", "sn"),
         default="vsn",
         help="vsn: threads sharing input and state (default); sn: the sequential "
-        "shared-nothing reference runtime",
+        "shared-nothing reference runtime (plain Python, for checking: it holds its input "
+        "and output in memory)",
     )
     replay.add_argument(
         "--parallelism",
