@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from http import HTTPStatus
 from types import TracebackType
 from typing import Any, NamedTuple
 
@@ -484,7 +485,12 @@ class StretchClient:
             # trims the rows up to it as they come, which could be before the poll.
             output = status["output"]
             at = max(int(output["end_offset"]), int(output["committed_offset"]))
-            self.output(name, at, max_rows=1, wait_ms=200)
+            try:
+                self.output(name, at, max_rows=1, wait_ms=200)
+            except ServiceError as exc:
+                if exc.status != HTTPStatus.BAD_REQUEST:
+                    raise
+                # Another client committed past ``at`` since the status: read it again.
 
     def output_cut(self, name: str, ts: int) -> dict[str, Any]:
         """Where the output rows of ``ts`` or later start: offset, watermark, finished."""

@@ -1,4 +1,5 @@
-"""A long-poll on a deleted operator: woken at once (404), its place freed, never re-bound.
+"""Long-polls: one on a deleted operator is woken at once (404), its place freed, never
+re-bound; the client's wait for the end of the output survives a poll offset trimmed away.
 
 These run a real uvicorn on loopback: the waits park on its event loop while other requests
 (the delete, a second long-poll) go on. Every request has a client timeout.
@@ -9,13 +10,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pyarrow as pa
+import pytest
 
 from stretch.api import create_app
 from stretch.api.codec import ARROW_STREAM, encode_arrow
 from stretch.api.limits import ServiceLimits
+from stretch.client import ServiceError, StretchClient
 from tests.api.conftest import TIMEOUT_S, TOKEN, auth, serving
 
 WAIT_MS = 20_000
@@ -98,3 +102,33 @@ def test_a_long_poll_of_an_operator_deleted_without_a_successor_answers_404_at_o
         assert not reader.is_alive(), "the deleted operator's long-poll was not woken"
         assert [a.status_code for a in answers] == [404]
         assert app.state.long_polls.waiting == 0
+
+
+def test_wait_finished_reads_the_status_again_when_its_poll_offset_was_trimmed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another client committed past the offset the status gave: 400, then read again."""
+    client = StretchClient("http://127.0.0.1:9", token=TOKEN)
+    output = {"finished": False, "end_offset": 9, "committed_offset": 0}
+    polls: list[int] = []
+
+    def status(name: str) -> dict[str, Any]:
+        return {"output": dict(output)}
+
+    def poll(name: str, offset: int, **kwargs: Any) -> None:
+        polls.append(offset)
+        output.update(finished=True, committed_offset=15, end_offset=15)
+        raise ServiceError(400, "output offset 9 was trimmed; the log starts at 15")
+
+    monkeypatch.setattr(client, "status", status)
+    monkeypatch.setattr(client, "output", poll)
+    assert client.wait_finished("j", TIMEOUT_S)["output"]["finished"]
+    assert polls == [9]
+
+    def gone(name: str, offset: int, **kwargs: Any) -> None:
+        raise ServiceError(404, "no operator 'j'")
+
+    output.update(finished=False)
+    monkeypatch.setattr(client, "output", gone)
+    with pytest.raises(ServiceError, match="404"):
+        client.wait_finished("j", TIMEOUT_S)
