@@ -40,6 +40,9 @@ if ! "$py" -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$r
   chmod +x "$bin/stretch"
 fi
 "$py" -c 'import stretch.cli' || exit 1
+# Bytecode for our packages, as ./dev install makes it (with PYTHONDONTWRITEBYTECODE set,
+# every replay process would otherwise compile them from source).
+"$py" -m compileall -q stretch scalegate controller api >/dev/null
 
 step() {  # step NAME SECONDS COMMAND...
   local name=$1 seconds=$2
