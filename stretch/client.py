@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from http import HTTPStatus
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import httpx
 import pyarrow as pa
@@ -28,10 +28,12 @@ from stretch.errors import CapacityError, StretchError
 __all__ = [
     "ARROW_STREAM",
     "BatchResult",
+    "OutputReader",
     "ServiceError",
     "SidecarUnreachableError",
     "StretchClient",
     "arrow_bytes",
+    "read_until_finished",
 ]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -446,21 +448,7 @@ class StretchClient:
             TimeoutError: the output did not finish within ``timeout_s``.
 
         """
-        deadline = time.monotonic() + timeout_s
-        tables = []
-        while True:
-            table, offset = self.output(name, offset, max_rows=100_000, wait_ms=200)
-            if table.num_rows:
-                tables.append(table)
-                if commit:
-                    self.commit(name, offset)
-                continue
-            out = self.status(name)["output"]
-            if out["finished"] and offset >= out["end_offset"]:
-                return pa.concat_tables(tables) if tables else table
-            if time.monotonic() > deadline:
-                msg = f"the output of {name!r} did not finish in {timeout_s} s"
-                raise TimeoutError(msg)
+        return read_until_finished(self, name, timeout_s, offset, commit, max_rows=100_000)
 
     def wait_finished(self, name: str, timeout_s: float = 60.0) -> dict[str, Any]:
         """Wait until every output row of ``name`` is in its log (all sources closed).
@@ -558,3 +546,49 @@ class StretchClient:
             "GET", f"/v1/operators/{name}/reconfigurations"
         ).json()
         return records
+
+
+class OutputReader(Protocol):
+    """What :func:`read_until_finished` reads through: a client or a sharded client."""
+
+    def output(
+        self, name: str, offset: int = 0, max_rows: int = ..., wait_ms: int = ...
+    ) -> tuple[pa.Table, int]:
+        """Output rows from ``offset``, and the next offset."""
+        ...
+
+    def commit(self, name: str, offset: int) -> None:
+        """Everything before ``offset`` was consumed."""
+        ...
+
+    def status(self, name: str) -> dict[str, Any]:
+        """The operator's status."""
+        ...
+
+
+def read_until_finished(
+    client: OutputReader, name: str, timeout_s: float, offset: int, commit: bool, max_rows: int
+) -> pa.Table:
+    """Every output row of ``name`` from ``offset`` until its output is finished.
+
+    Reads ``max_rows`` at a time, committing after each read if ``commit``.
+
+    Raises:
+        TimeoutError: the output did not finish within ``timeout_s``.
+
+    """
+    deadline = time.monotonic() + timeout_s
+    tables = []
+    while True:
+        table, offset = client.output(name, offset, max_rows=max_rows, wait_ms=200)
+        if table.num_rows:
+            tables.append(table)
+            if commit:
+                client.commit(name, offset)
+            continue
+        out = client.status(name)["output"]
+        if out["finished"] and offset >= out["end_offset"]:
+            return pa.concat_tables(tables) if tables else table
+        if time.monotonic() > deadline:
+            msg = f"the output of {name!r} did not finish in {timeout_s} s"
+            raise TimeoutError(msg)

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from stretch.client import BatchResult, StretchClient, arrow_bytes
+from stretch.client import BatchResult, StretchClient, arrow_bytes, read_until_finished
 from stretch.errors import InputError
 from stretch.merge import Cut, common_watermark, merge_outputs, split_urls
 from stretch.model.oplus import END_OF_INPUT
@@ -314,21 +314,7 @@ class ShardedClient:
             TimeoutError: the output did not finish within ``timeout_s``.
 
         """
-        deadline = time.monotonic() + timeout_s
-        tables = []
-        while True:
-            table, offset = self.output(name, offset, max_rows=1_000_000, wait_ms=200)
-            if table.num_rows:
-                tables.append(table)
-                if commit:
-                    self.commit(name, offset)
-                continue
-            out = self.status(name)["output"]
-            if out["finished"] and offset >= out["end_offset"]:
-                return pa.concat_tables(tables) if tables else table
-            if time.monotonic() > deadline:
-                msg = f"the output of {name!r} did not finish in {timeout_s} s"
-                raise TimeoutError(msg)
+        return read_until_finished(self, name, timeout_s, offset, commit, max_rows=1_000_000)
 
     def wait_finished(self, name: str, timeout_s: float = 60.0) -> dict[str, Any]:
         """Wait until every shard's output is finished; the merged status then.
