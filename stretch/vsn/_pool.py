@@ -181,10 +181,10 @@ class InstancePool:
 
         Consecutive ids (one instance's rows, in ``(ts, cause)`` order) are slices of the
         blocks holding them, returned as they are, in that order: no row is copied.
-        Otherwise those blocks are joined and the rows gathered into one block, each run
-        of equal ``ts`` by cause (several instances' rows interleave there). A block is
-        dropped once every row of it was taken. O(len(row_ids) + blocks held), plus the
-        rows of the blocks touched when gathering.
+        Otherwise the rows are gathered from those blocks into one block, each run of
+        equal ``ts`` by cause (several instances' rows interleave there). A block is
+        dropped once every row of it was taken. O(len(row_ids) x blocks touched + blocks
+        held).
         """
         n = len(row_ids)
         if n == 0:
@@ -205,11 +205,10 @@ class InstancePool:
                 block.slice(max(low - first, 0), min(high - first, len(block)))
                 for first, block in blocks
             ]
-        starts = np.zeros(len(firsts), dtype=np.int64)
-        sizes = [len(block) for _, block in blocks]
-        starts[used] = np.cumsum([0, *sizes[:-1]]) - firsts[used]
-        joined = OutputBlock.concat([block for _, block in blocks])
-        return [joined.take_ordered(row_ids + starts[which])]
+        block_of = np.zeros(len(firsts), dtype=np.int64)
+        block_of[used] = np.arange(len(used))
+        gathered = [block for _, block in blocks]
+        return [OutputBlock.gather(gathered, block_of[which], row_ids - firsts[which])]
 
     def switch(
         self,
