@@ -184,15 +184,21 @@ class OutputBlock:
         blocks).
         """
         key = np.empty((1 + CAUSE_WIDTH, len(at)), dtype=np.int64)
+        spans, indices = [], np.empty(len(at), dtype=np.int64)
+        start = 0
         for b, block in enumerate(blocks):
             here = np.flatnonzero(block_of == b)
-            key[:, here] = block.key[:, at[here]]
+            rows = at[here]
+            key[:, here] = block.key[:, rows]
+            low, high = int(rows.min()), int(rows.max()) + 1
+            spans.append(block.rows.slice(low, high - low))
+            indices[here] = rows - low + start
+            start += high - low
         order = order_ties(key[0], key[1:])
         if len(order):
-            key, block_of, at = key[:, order], block_of[order], at[order]
-        starts = np.cumsum([0, *(len(block) for block in blocks[:-1])], dtype=np.int64)
-        rows = pa.Table.from_batches([block.rows for block in blocks]).take(starts[block_of] + at)
-        return cls(key, rows.combine_chunks().to_batches()[0])
+            key, indices = key[:, order], indices[order]
+        taken = pa.Table.from_batches(spans).take(indices)
+        return cls(key, taken.combine_chunks().to_batches()[0])
 
     def ties_sorted(self) -> OutputBlock:
         """The rows, in ``ts`` order already, with each run of equal ``ts`` by cause.
