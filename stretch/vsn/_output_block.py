@@ -178,10 +178,10 @@ class OutputBlock:
     ) -> OutputBlock:
         """Row ``at[i]`` of ``blocks[block_of[i]]`` for each i, equal ``ts`` by cause.
 
-        The rows come in ``ts`` order, at least one. Only the rows taken are copied: the
-        keys are gathered block by block and ordered first, then the rows taken once, in
-        the final order, from the blocks as the chunks of one table. O(rows taken x
-        blocks).
+        The rows come in ``ts`` order, at least one from each block. Only the rows taken
+        are copied: the keys are gathered block by block and ordered first, then the rows
+        taken once, in the final order, from the spans of the blocks they lie in, as the
+        chunks of one table. O(rows taken x blocks + the spans' rows).
         """
         key = np.empty((1 + CAUSE_WIDTH, len(at)), dtype=np.int64)
         spans, indices = [], np.empty(len(at), dtype=np.int64)
