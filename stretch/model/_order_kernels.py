@@ -1,8 +1,9 @@
 """Numba kernels over sort keys (one column per row): ordering rows and checking order.
 
 ``order_ties`` is ``in_stream_order``'s: rows of equal ``ts`` put in order of their content;
-``keys_in_order`` checks the output's ``(ts, cause)`` keys (``OutputBlock``) and
-``merge_runs`` merges sorted runs of them (the instances' output blocks).
+``keys_in_order`` checks the output's ``(ts, cause)`` keys (``OutputBlock``),
+``merge_runs`` merges sorted runs of them (the instances' output blocks) and ``spans_of``
+finds where the rows a drainer takes lie in those blocks.
 
 A key column holds int64s that order like the column's values, or, for a text column, the
 index of each row's string in a ``Texts`` (``kinds[c]``: the texts' row of offsets, -1 for
@@ -15,7 +16,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-__all__ = ["keys_in_order", "merge_runs", "order_ties", "order_ties_texts"]
+__all__ = ["keys_in_order", "merge_runs", "order_ties", "order_ties_texts", "spans_of"]
 
 _RUN = 16  # rows insertion-sorted before merging
 _RANK_MAX = 256  # runs of equal ts up to this many rows are sorted by counting ranks
@@ -296,3 +297,30 @@ def merge_runs(keys: NDArray[np.int64], starts: NDArray[np.int64]) -> NDArray[np
             _merge(order, spare, starts.copy(), k, keys, kinds, _NO_OFFSETS, _NO_DATA)
             return order
     return np.empty(0, dtype=np.int64)
+
+
+@njit(nogil=True, cache=True)
+def spans_of(
+    block_of: NDArray[np.int64], at: NDArray[np.int64], blocks: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Rows ``at[i]`` of blocks ``block_of[i]``: each block's span, and the rows in the spans.
+
+    Returns each block's first and end row taken (``low``, ``high``: its span) and each
+    row's index in the spans laid end to end, block after block. O(rows + blocks).
+    """
+    low = np.full(blocks, np.iinfo(np.int64).max, dtype=np.int64)
+    high = np.zeros(blocks, dtype=np.int64)
+    for i in range(at.shape[0]):
+        b = block_of[i]
+        low[b] = min(low[b], at[i])
+        high[b] = max(high[b], at[i] + 1)
+    start = np.empty(blocks, dtype=np.int64)
+    s = 0
+    for b in range(blocks):
+        start[b] = s
+        s += max(high[b] - low[b], 0)
+    indices = np.empty(at.shape[0], dtype=np.int64)
+    for i in range(at.shape[0]):
+        b = block_of[i]
+        indices[i] = start[b] + at[i] - low[b]
+    return low, high, indices

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from stretch.model._order_kernels import keys_in_order, merge_runs, order_ties
+from stretch.model._order_kernels import keys_in_order, merge_runs, order_ties, spans_of
 from stretch.model.instance import OutputRow
 from stretch.model.schema import Schema
 
@@ -179,25 +179,18 @@ class OutputBlock:
         """Row ``at[i]`` of ``blocks[block_of[i]]`` for each i, equal ``ts`` by cause.
 
         The rows come in ``ts`` order, at least one from each block. Only the rows taken
-        are copied: the keys are gathered block by block and ordered first, then the rows
-        taken once, in the final order, from the spans of the blocks they lie in, as the
-        chunks of one table. O(rows taken x blocks + the spans' rows).
+        are copied, from the span of each block they lie in: the keys are gathered and
+        ordered first, then the rows taken once, in the final order, from the spans as the
+        chunks of one table. O(rows taken + the spans' rows).
         """
-        key = np.empty((1 + CAUSE_WIDTH, len(at)), dtype=np.int64)
-        spans, indices = [], np.empty(len(at), dtype=np.int64)
-        start = 0
-        for b, block in enumerate(blocks):
-            here = np.flatnonzero(block_of == b)
-            rows = at[here]
-            key[:, here] = block.key[:, rows]
-            low, high = int(rows.min()), int(rows.max()) + 1
-            spans.append(block.rows.slice(low, high - low))
-            indices[here] = rows - low + start
-            start += high - low
+        low, high, indices = spans_of(block_of, at, len(blocks))
+        bounds = zip(blocks, low.tolist(), high.tolist(), strict=True)
+        spans = [block.slice(lo, hi) for block, lo, hi in bounds]
+        key = np.take(np.concatenate([span.key for span in spans], axis=1), indices, axis=1)
         order = order_ties(key[0], key[1:])
         if len(order):
-            key, indices = key[:, order], indices[order]
-        taken = pa.Table.from_batches(spans).take(indices)
+            key, indices = np.take(key, order, axis=1), indices[order]
+        taken = pa.Table.from_batches([span.rows for span in spans]).take(indices)
         return cls(key, taken.combine_chunks().to_batches()[0])
 
     def ties_sorted(self) -> OutputBlock:
