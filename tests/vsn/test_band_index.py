@@ -339,14 +339,26 @@ def test_partition_param() -> None:
 
 @st.composite
 def kernel_matches(draw: st.DrawFn) -> tuple[np.ndarray, int]:
-    """Matches (tuple, key, partner, stored position) in any order; some tuples with many."""
+    """Matches (tuple, key, partner, stored position); some tuples with many. In any order,
+    or as the band index writes them: cell by cell (here ``p % cells``), each cell's in
+    stored order."""
     n = draw(st.integers(1, 6))
-    pairs = draw(st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, 4), st.integers(0, 60))))
-    rows = [(t, k, 1000 * t + 10 * k + p, p) for t, k, p in draw(st.permutations(sorted(pairs)))]
+    keys = draw(st.integers(1, 80))
+    pairs = sorted(
+        draw(
+            st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, keys - 1), st.integers(0, 60)))
+        )
+    )
+    cells = draw(st.integers(0, 4))
+    if cells:
+        pairs.sort(key=lambda pair: (pair[2] % cells, pair[0], pair[1], pair[2]))
+    else:
+        pairs = draw(st.permutations(pairs))
+    rows = [(t, k, 100_000 * t + 100 * k + p, p) for t, k, p in pairs]
     return np.array(rows, dtype=np.int64).reshape(-1, 4).T.copy(), n
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(found=kernel_matches())
 def test_order_matches_sorts_and_numbers_like_a_lexsort(found: tuple[np.ndarray, int]) -> None:
     matches, n = found

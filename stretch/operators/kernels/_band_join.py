@@ -577,7 +577,8 @@ def hedge_run(
 
 
 SORT_AT = 32
-"""A tuple with more matches than this sorts them with ``argsort``, not by insertion."""
+"""A run of more matches than this is sorted with ``argsort`` (if out of order), not by
+insertion."""
 
 
 @njit(nogil=True, cache=True)
@@ -587,43 +588,105 @@ def order_matches(matches: NDArray[np.int64], n: int) -> NDArray[np.int64]:
     ``matches`` holds a kernel's matches as columns (tuple index in ``[0, n)``, key,
     partner seq, the partner's stored position or rank), in any order of tuples. Returns
     them ordered by tuple index (a counting sort, stable), then by key and stored
-    position (by insertion, linear when already in order: the nested loop writes a
-    tuple's matches key by key in stored order; ``argsort`` for a tuple with many), the
-    fourth row replaced by the match's rank among its tuple's matches of that key.
+    position, the fourth row replaced by the match's rank among its tuple's matches of
+    that key. A tuple's matches are few, or come as a few runs in stored order per key
+    (the nested loop writes them key by key in stored order; the band index cell by
+    cell): a tuple with many is put in key order by a counting sort (while the keys are
+    no more than its matches), then each key's matches by position, by insertion, or by
+    ``argsort`` where they are many and out of order. O(matches + keys) for runs in order.
     """
     m = matches.shape[1]
-    start = np.zeros(n + 1, np.int64)
+    ordered = _by_first_row(matches, n)
+    keys = 0
     for k in range(m):
+        keys = max(keys, matches[1, k] + 1)
+    count = np.zeros(keys + 1, np.int64)
+    spare = np.empty((3, m), np.int64)
+    start = 0
+    while start < m:
+        stop = start + 1
+        while stop < m and ordered[0, stop] == ordered[0, start]:
+            stop += 1
+        if stop - start > SORT_AT and keys <= stop - start:
+            _by_key(ordered, start, stop, count, spare)
+            lo = start
+            while lo < stop:
+                hi = lo + 1
+                while hi < stop and ordered[1, hi] == ordered[1, lo]:
+                    hi += 1
+                _by_position(ordered, lo, hi)
+                lo = hi
+        else:
+            _by_position(ordered, start, stop)
+        for a in range(start, stop):
+            first = a == start or ordered[1, a] != ordered[1, a - 1]
+            ordered[3, a] = 0 if first else ordered[3, a - 1] + 1
+        start = stop
+    return ordered
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _by_first_row(matches: NDArray[np.int64], n: int) -> NDArray[np.int64]:
+    """``matches`` ordered by their first row, in ``[0, n)`` (a counting sort, stable)."""
+    start = np.zeros(n + 1, np.int64)
+    for k in range(matches.shape[1]):
         start[matches[0, k] + 1] += 1
     for i in range(n):
         start[i + 1] += start[i]
     ordered = np.empty_like(matches)
-    at = start[:n].copy()
-    for k in range(m):
-        t = at[matches[0, k]]
-        at[matches[0, k]] = t + 1
+    for k in range(matches.shape[1]):
+        t = start[matches[0, k]]
+        start[matches[0, k]] = t + 1
         for r in range(4):
             ordered[r, t] = matches[r, k]
-    for i in range(n):
-        lo, hi = start[i], start[i + 1]
-        if hi - lo > SORT_AT:
-            most = ordered[3, lo:hi].max() + 1
-            order = np.argsort(ordered[1, lo:hi] * most + ordered[3, lo:hi]) + lo
-            ordered[1:, lo:hi] = ordered[1:, order]
-        else:
-            for a in range(lo + 1, hi):
-                key, partner, position = ordered[1, a], ordered[2, a], ordered[3, a]
-                b = a
-                while b > lo and (
-                    ordered[1, b - 1] > key
-                    or (ordered[1, b - 1] == key and ordered[3, b - 1] > position)
-                ):
-                    ordered[1, b], ordered[2, b], ordered[3, b] = (
-                        ordered[1, b - 1], ordered[2, b - 1], ordered[3, b - 1],
-                    )  # fmt: skip
-                    b -= 1
-                ordered[1, b], ordered[2, b], ordered[3, b] = key, partner, position
-        for a in range(lo, hi):
-            first = a == lo or ordered[1, a] != ordered[1, a - 1]
-            ordered[3, a] = 0 if first else ordered[3, a - 1] + 1
     return ordered
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _by_key(
+    ordered: NDArray[np.int64],
+    lo: int,
+    hi: int,
+    count: NDArray[np.int64],
+    spare: NDArray[np.int64],
+) -> None:
+    """Matches ``lo..hi-1`` ordered by key (rows 1-3; a counting sort, stable)."""
+    count[:] = 0
+    for a in range(lo, hi):
+        count[ordered[1, a] + 1] += 1
+    for q in range(count.shape[0] - 1):
+        count[q + 1] += count[q]
+    for a in range(lo, hi):
+        t = lo + count[ordered[1, a]]
+        count[ordered[1, a]] += 1
+        for r in range(3):
+            spare[r, t] = ordered[r + 1, a]
+    for a in range(lo, hi):
+        for r in range(3):
+            ordered[r + 1, a] = spare[r, a]
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _by_position(ordered: NDArray[np.int64], lo: int, hi: int) -> None:
+    """Matches ``lo..hi-1`` (rows 1-3) ordered by key, then stored position."""
+    if hi - lo > SORT_AT:
+        for a in range(lo + 1, hi):
+            if ordered[1, a - 1] > ordered[1, a] or (
+                ordered[1, a - 1] == ordered[1, a] and ordered[3, a - 1] > ordered[3, a]
+            ):
+                most = ordered[3, lo:hi].max() + 1
+                order = np.argsort(ordered[1, lo:hi] * most + ordered[3, lo:hi]) + lo
+                ordered[1:, lo:hi] = ordered[1:, order]
+                return
+        return
+    for a in range(lo + 1, hi):
+        key, partner, position = ordered[1, a], ordered[2, a], ordered[3, a]
+        b = a
+        while b > lo and (
+            ordered[1, b - 1] > key or (ordered[1, b - 1] == key and ordered[3, b - 1] > position)
+        ):
+            ordered[1, b], ordered[2, b], ordered[3, b] = (
+                ordered[1, b - 1], ordered[2, b - 1], ordered[3, b - 1],
+            )  # fmt: skip
+            b -= 1
+        ordered[1, b], ordered[2, b], ordered[3, b] = key, partner, position
