@@ -596,19 +596,21 @@ def order_matches(matches: NDArray[np.int64], n: int) -> NDArray[np.int64]:
     ``argsort`` where they are many and out of order. O(matches + keys) for runs in order.
     """
     m = matches.shape[1]
-    ordered = _by_first_row(matches, n)
+    ordered = np.empty_like(matches)
+    _counting_sort(matches, 0, 0, m, np.zeros(n + 1, np.int64), ordered)
     keys = 0
     for k in range(m):
         keys = max(keys, matches[1, k] + 1)
     count = np.zeros(keys + 1, np.int64)
-    spare = np.empty((3, m), np.int64)
+    spare = np.empty_like(matches)
     start = 0
     while start < m:
         stop = start + 1
         while stop < m and ordered[0, stop] == ordered[0, start]:
             stop += 1
         if stop - start > SORT_AT and keys <= stop - start:
-            _by_key(ordered, start, stop, count, spare)
+            _counting_sort(ordered, 1, start, stop, count, spare)
+            ordered[:, start:stop] = spare[:, start:stop]
             lo = start
             while lo < stop:
                 hi = lo + 1
@@ -626,44 +628,29 @@ def order_matches(matches: NDArray[np.int64], n: int) -> NDArray[np.int64]:
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _by_first_row(matches: NDArray[np.int64], n: int) -> NDArray[np.int64]:
-    """``matches`` ordered by their first row, in ``[0, n)`` (a counting sort, stable)."""
-    start = np.zeros(n + 1, np.int64)
-    for k in range(matches.shape[1]):
-        start[matches[0, k] + 1] += 1
-    for i in range(n):
-        start[i + 1] += start[i]
-    ordered = np.empty_like(matches)
-    for k in range(matches.shape[1]):
-        t = start[matches[0, k]]
-        start[matches[0, k]] = t + 1
-        for r in range(4):
-            ordered[r, t] = matches[r, k]
-    return ordered
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _by_key(
-    ordered: NDArray[np.int64],
+def _counting_sort(
+    source: NDArray[np.int64],
+    row: int,
     lo: int,
     hi: int,
     count: NDArray[np.int64],
-    spare: NDArray[np.int64],
+    target: NDArray[np.int64],
 ) -> None:
-    """Matches ``lo..hi-1`` ordered by key (rows 1-3; a counting sort, stable)."""
+    """Matches ``lo..hi-1`` of ``source`` into ``target``'s, stably by ``source[row]``.
+
+    ``count`` is at least two longer than the largest value of ``source[row]`` there
+    (its contents are overwritten).
+    """
     count[:] = 0
     for a in range(lo, hi):
-        count[ordered[1, a] + 1] += 1
+        count[source[row, a] + 1] += 1
     for q in range(count.shape[0] - 1):
         count[q + 1] += count[q]
     for a in range(lo, hi):
-        t = lo + count[ordered[1, a]]
-        count[ordered[1, a]] += 1
-        for r in range(3):
-            spare[r, t] = ordered[r + 1, a]
-    for a in range(lo, hi):
-        for r in range(3):
-            ordered[r + 1, a] = spare[r, a]
+        t = lo + count[source[row, a]]
+        count[source[row, a]] += 1
+        for r in range(4):
+            target[r, t] = source[r, a]
 
 
 @njit(nogil=True, cache=True, inline="always")
