@@ -23,7 +23,6 @@ import argparse
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from _util import machine, peaks_and_walls, plot_peaks_and_walls, write
+from onethread_merge import row_groups
 
 BATCHES = "import sys; from stretch.cli import main; sys.exit(main(sys.argv[1:]))"
 """``stretch replay`` itself."""
@@ -73,7 +73,7 @@ def same_rows(a: str, b: str) -> bool:
 
     The files' row groups may differ in size (the replay's pieces depend on timing).
     """
-    groups_a, groups_b = _row_groups(a), _row_groups(b)
+    groups_a, groups_b = row_groups(a), row_groups(b)
     part_a, part_b = next(groups_a, None), next(groups_b, None)
     while part_a is not None and part_b is not None:
         rows = min(part_a.num_rows, part_b.num_rows)
@@ -85,15 +85,6 @@ def same_rows(a: str, b: str) -> bool:
         if not part_b.num_rows:
             part_b = next(groups_b, None)
     return part_a is None and part_b is None
-
-
-def _row_groups(path: str) -> Iterator[pa.Table]:
-    """The file's non-empty row groups in order."""
-    file = pq.ParquetFile(path)
-    for group in range(file.num_row_groups):
-        table = file.read_row_group(group)
-        if table.num_rows:
-            yield table
 
 
 def run_size(rows: int, runs: int) -> dict[str, Any]:

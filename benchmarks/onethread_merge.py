@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def _groups(path: str) -> Iterator[pa.Table]:
+def row_groups(path: str) -> Iterator[pa.Table]:
     """The file's non-empty row groups, read one at a time."""
     file = pq.ParquetFile(path)
     for group in range(file.num_row_groups):
@@ -35,7 +35,7 @@ def _groups(path: str) -> Iterator[pa.Table]:
 
 def merge(paths: list[str], output: str) -> int:
     """Merge the ts-sorted Parquet files ``paths`` into ``output``; the rows written."""
-    readers = [_groups(path) for path in paths]
+    readers = [row_groups(path) for path in paths]
     held = [next(reader, None) for reader in readers]
     ended = [table is None for table in held]
     held = [pq.ParquetFile(p).schema_arrow.empty_table() if t is None else t
