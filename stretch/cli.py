@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from stretch import __version__
 from stretch.bench import BENCHMARKS, DEFAULT_OUTPUT, run_benchmark, split_output
 from stretch.errors import InputError, StretchError
+from stretch.external_sort import SORT_RUN_BYTES, remove_spill_directories, sorted_by_ts
 from stretch.generate import DEFAULT_ROWS, GENERATORS
 from stretch.io import (
     FORMATS,
@@ -165,6 +166,7 @@ def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
     An output file being written is left as it was (its partial file is deleted).
     """
     remove_partial_files()
+    remove_spill_directories()
     sys.stderr.write(f"stretch: interrupted ({signal.Signals(signum).name})\n")
     sys.stderr.flush()
     os._exit(128 + signum)
@@ -265,7 +267,9 @@ def _parser() -> argparse.ArgumentParser:
         "--sorted",
         action="store_true",
         help="assert every input is sorted by ts (an unsorted row is an error, found as "
-        "it is read); otherwise an input out of order is read whole and sorted first",
+        "it is read); otherwise an input out of order is sorted first (one over "
+        f"{SORT_RUN_BYTES >> 20} MiB in sorted runs spilled to TMPDIR; in memory with "
+        "--runtime sn)",
     )
     replay.set_defaults(run=_replay)
 
@@ -684,22 +688,21 @@ def _columns_of(schema: pa.Schema, path: str) -> str:
     return ",".join(kinds)
 
 
-def _rows(
-    file: InputFile, schema: Schema, path: str, asserted: bool
-) -> pa.Table | Iterator[pa.Table]:
-    """An input's rows for the vsn runtime, in ts order.
+def _rows(file: InputFile, schema: Schema, path: str, asserted: bool) -> Iterator[pa.Table]:
+    """An input's rows for the vsn runtime, in ts order, read as the run takes them.
 
-    The file's batches as they are read, when it is in ts order (asserted, or checked by a
-    pass over its ``ts`` column); else the whole file, sorted.
+    The file's batches, when it is in ts order (asserted, or checked by a pass over its
+    ``ts`` column); else its batches sorted by ``ts`` in bounded memory (an external sort,
+    ``stretch.external_sort``).
     """
-    if not asserted and not _in_ts_order(file, path):
-        return _sorted(conform(file.read(), schema, path), path, asserted=False)
-    return _checked(file.batches(), schema, path)
+    if asserted or _in_ts_order(file, path):
+        return _checked(file.batches(), schema, path)
+    return sorted_by_ts(_conformed(file.batches(), schema, path), path)
 
 
 def _checked(batches: Iterator[pa.Table], schema: Schema, path: str) -> Iterator[pa.Table]:
     """The batches conformed to ``schema``; an unsorted row is an error (``--sorted``)."""
-    for table, unsorted in _in_order(batches, schema, path):
+    for table, unsorted in _in_order(_conformed(batches, schema, path), path):
         if unsorted is not None:
             raise unsorted
         yield table
@@ -707,19 +710,25 @@ def _checked(batches: Iterator[pa.Table], schema: Schema, path: str) -> Iterator
 
 def _in_ts_order(file: InputFile, path: str) -> bool:
     """Whether the file's rows are in ts order, from a pass over its ``ts`` column alone."""
-    return all(unsorted is None for _, unsorted in _in_order(file.batches([TS]), Schema(()), path))
+    ts_only = _conformed(file.batches([TS]), Schema(()), path)
+    return all(unsorted is None for _, unsorted in _in_order(ts_only, path))
+
+
+def _conformed(batches: Iterator[pa.Table], schema: Schema, path: str) -> Iterator[pa.Table]:
+    """The batches conformed to ``schema``; messages name a row by its row in the file."""
+    done = 0
+    for batch in batches:
+        table = conform(batch, schema, path, done)
+        done += table.num_rows
+        yield table
 
 
 def _in_order(
-    batches: Iterator[pa.Table], schema: Schema, path: str
+    tables: Iterator[pa.Table], path: str
 ) -> Iterator[tuple[pa.Table, InputError | None]]:
-    """Each batch conformed to ``schema``, and the error for its first unsorted row, if any.
-
-    Messages name the rows by their row in the file.
-    """
+    """Each table, and the error for its first row out of ts order, if any."""
     done, last = 0, None
-    for batch in batches:
-        table = conform(batch, schema, path, done)
+    for table in tables:
         ts = table.column(TS).to_numpy()
         row = _first_unsorted(ts, last)
         if row is None:

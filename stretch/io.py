@@ -31,6 +31,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
+from stretch._processes import running
 from stretch.errors import InputError, SchemaError
 from stretch.model.schema import TS
 
@@ -333,20 +334,9 @@ def _remove_abandoned(path: Path) -> None:
     """Delete the partial files of ``path`` whose process is gone (killed while writing)."""
     for partial in path.parent.glob(f".{glob.escape(path.name)}.*.partial"):
         pid = partial.name[len(path.name) + 2 : -len(".partial")]
-        if pid.isdigit() and not _running(int(pid)):
+        if pid.isdigit() and not running(int(pid)):
             with contextlib.suppress(OSError):
                 partial.unlink()
-
-
-def _running(pid: int) -> bool:
-    """Whether a process ``pid`` runs on this machine."""
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):
-        return False
-    except PermissionError:  # another user's
-        return True
-    return True
 
 
 def remove_partial_files() -> None:

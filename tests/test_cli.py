@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import tomllib
@@ -23,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from stretch import cli, generate
+from stretch import cli, external_sort, generate
 from stretch import io as stretch_io
 from stretch.bench import BENCHMARKS
 from stretch.cli import main
@@ -308,15 +309,22 @@ def _in_row_groups(table: pa.Table, path: Path, rows: int) -> Path:
 def test_replay_reads_its_input_a_batch_at_a_time(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
     runtime_name: str,
     unsorted: bool,
     extension: str,
 ) -> None:
     """Many batches of 64 rows (CSV: blocks of 2 KiB, streamed): the output is the
-    reference, sorted input or not."""
+    reference, sorted input or not (vsn: sorted by runs of 8 KiB spilled to disk)."""
     monkeypatch.setattr(stretch_io, "BATCH_ROWS", 64)
     monkeypatch.setattr(stretch_io, "TEXT_STREAM_BYTES", 0)
     monkeypatch.setattr(stretch_io, "TEXT_BLOCK_BYTES", 2048)
+    monkeypatch.setattr(external_sort, "SORT_RUN_BYTES", 8192)
+    monkeypatch.setattr(external_sort, "MERGE_BATCH_BYTES", 1024)
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill))
+    caplog.set_level(logging.INFO, "stretch.external_sort")
     left, right = (_squeezed(t) for t in generate.scalejoin(1500, 100.0, seed=5))
     expected = run_sn(build("scalejoin", {"ws": 2000}), [left, right])
     if unsorted:  # two rows of a late row group swapped: the file is read whole and sorted
@@ -337,6 +345,13 @@ def test_replay_reads_its_input_a_batch_at_a_time(
     assert rc == 0
     assert expected.num_rows > 0
     assert read_table(out).equals(expected)
+    runs = [r.args[1] for r in caplog.records if "sorted runs written" in r.getMessage()]
+    if unsorted and runtime_name == "vsn":
+        assert len(runs) == 1  # the left input
+        assert runs[0] > 1  # runs of 8 KiB
+    else:
+        assert not runs
+    assert not list(spill.iterdir())  # the runs are deleted
 
 
 def test_sorted_asserted_names_an_unsorted_row_of_a_later_batch(
