@@ -709,7 +709,12 @@ def _checked(batches: Iterator[pa.Table], schema: Schema, path: str) -> Iterator
 
 
 def _in_ts_order(file: InputFile, path: str) -> bool:
-    """Whether the file's rows are in ts order, from a pass over its ``ts`` column alone."""
+    """Whether the file's rows are in ts order, from a pass over its ``ts`` column alone.
+
+    No pass where opening the file found it out (a streamed CSV or JSON lines file).
+    """
+    if file.in_ts_order is not None:
+        return file.in_ts_order
     ts_only = _conformed(file.batches([TS]), Schema(()), path)
     return all(unsorted is None for _, unsorted in _in_order(ts_only, path))
 

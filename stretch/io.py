@@ -32,8 +32,8 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from stretch._processes import running
-from stretch.errors import InputError, SchemaError
-from stretch.model.schema import TS
+from stretch.errors import InputError, SchemaError, StretchError
+from stretch.model.schema import TS, Schema, conform
 
 __all__ = [
     "FORMATS",
@@ -128,6 +128,8 @@ class InputFile:
         path: The file.
         schema: The columns of its batches (a text ``ts`` as a timestamp).
         num_rows: Its rows.
+        in_ts_order: Whether its rows are in ``ts`` order, where the pass of a streamed
+            CSV or JSON lines file found it out on the way (None: not known).
 
     Raises:
         InputError: as :func:`read_table`, when opened or when a batch is read.
@@ -139,6 +141,7 @@ class InputFile:
         self._table: pa.Table | None = None
         self._parquet: pq.ParquetFile | None = None
         self._text: _TextFile | None = None
+        self.in_ts_order: bool | None = None
         with _input_errors(f"cannot read {path}"):
             kind = _extension(path)
             if kind == ".parquet":
@@ -150,6 +153,7 @@ class InputFile:
             elif path.stat().st_size > TEXT_STREAM_BYTES and (text := _TextFile.of(path)):
                 self._text = text
                 schema, self.num_rows = text.schema, text.num_rows
+                self.in_ts_order = text.in_ts_order
             else:
                 self._table = read_table(path)
                 schema, self.num_rows = self._table.schema, self._table.num_rows
@@ -569,6 +573,8 @@ class _TextFile:
     Attributes:
         schema: The columns of its batches.
         num_rows: Its rows (counted by :meth:`of`).
+        in_ts_order: Whether its ``ts`` is in order, found by :meth:`of` (see
+            :class:`_TsOrder`).
 
     """
 
@@ -580,6 +586,7 @@ class _TextFile:
             pa.field(f.name, pa.string()) if f.name in self._text_columns else f for f in inferred
         )
         self.num_rows = 0
+        self.in_ts_order: bool | None = None
 
     @classmethod
     def of(cls, path: Path) -> _TextFile | None:
@@ -590,7 +597,11 @@ class _TextFile:
             if not len(inferred):  # JSON lines of empty objects: rows without columns
                 return None
             text = cls(path, inferred)
-            text.num_rows = sum(batch.num_rows for batch in text.batches(None))
+            order = _TsOrder(path)
+            for batch in text.batches(None):
+                text.num_rows += batch.num_rows
+                order.see(batch)
+            text.in_ts_order = order.in_order
         except pa.ArrowInvalid:
             return None
         return text
@@ -610,6 +621,37 @@ class _TextFile:
             selected = batch.select(columns) if columns is not None else batch
             selected.validate(full=True)  # Arrow's JSON reader does not check UTF-8
             yield selected
+
+
+class _TsOrder:
+    """Whether a file's ``ts`` is in order, seen a batch at a time by a pass over it.
+
+    Attributes:
+        in_order: True or False; None when not known: a ``ts`` that ``conform`` does not
+            take as it is (e.g. ISO 8601 text, which the batches of :class:`InputFile`
+            read as timestamps) or none at all.
+
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._rows = 0
+        self._last: int | None = None
+        self.in_order: bool | None = True
+
+    def see(self, batch: pa.RecordBatch) -> None:
+        """Take in the file's next batch."""
+        if self.in_order and batch.num_rows:
+            try:
+                table = pa.Table.from_batches([batch.select([TS])])
+                ts = conform(table, Schema(()), str(self._path), self._rows).column(TS).to_numpy()
+            except (KeyError, StretchError):
+                self.in_order = None
+            else:
+                backwards = self._last is not None and ts[0] < self._last
+                self.in_order = not backwards and bool(np.all(ts[1:] >= ts[:-1]))
+                self._last = int(ts[-1])
+        self._rows += batch.num_rows
 
 
 def _csv_stream(

@@ -354,6 +354,46 @@ def test_replay_reads_its_input_a_batch_at_a_time(
     assert not list(spill.iterdir())  # the runs are deleted
 
 
+@pytest.mark.parametrize("unsorted", [False, True])
+def test_a_streamed_text_file_is_read_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unsorted: bool
+) -> None:
+    """The pass that checks a streamed CSV's types finds its ts order too: then the run
+    (or the sort) reads it, and no third pass over its ts is made."""
+    monkeypatch.setattr(stretch_io, "TEXT_STREAM_BYTES", 0)
+    monkeypatch.setattr(stretch_io, "TEXT_BLOCK_BYTES", 2048)
+    left, right = generate.scalejoin(500, 100.0, seed=2)
+    if unsorted:
+        left = left.take(list(range(left.num_rows))[::-1])
+    paths = []
+    for side, table in (("l", left), ("r", right)):
+        write_table(table, tmp_path / f"{side}.csv")
+        paths.append(str(tmp_path / f"{side}.csv"))
+    read: list[tuple[str, int]] = []  # per pass: the file, the blocks it read
+    batches = stretch_io._TextFile.batches
+
+    def counted(self: Any, columns: list[str] | None) -> Iterator[pa.RecordBatch]:
+        read.append((self.path.name, 0))
+        at = len(read) - 1
+        for batch in batches(self, columns):
+            read[at] = (self.path.name, read[at][1] + 1)
+            yield batch
+
+    monkeypatch.setattr(stretch_io._TextFile, "batches", counted)
+    out = tmp_path / "o.parquet"
+    args = ["replay", "scalejoin", "--input", paths[0], "--input", paths[1], "--param", "ws=2000"]
+    assert main([*args, "--output", str(out)]) == 0
+    for name in ("l.csv", "r.csv"):
+        passes = sorted((blocks for file, blocks in read if file == name), reverse=True)
+        assert passes[0] > 5
+        assert passes[:2] == [passes[0]] * 2  # the type pass, then the run (or the sort)
+        assert all(blocks <= 1 for blocks in passes[2:])  # the check of the first rows
+    expected = run_sn(
+        build("scalejoin", {"ws": 2000}), list(generate.scalejoin(500, 100.0, seed=2))
+    )
+    assert read_table(out).equals(expected)
+
+
 def test_sorted_asserted_names_an_unsorted_row_of_a_later_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

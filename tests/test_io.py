@@ -578,3 +578,30 @@ def test_a_write_deletes_partial_files_their_killed_writers_left(tmp_path: Path)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["o.parquet", running.name, other.name]
     )
+
+
+@pytest.mark.parametrize("extension", [".csv", ".jsonl"])
+@pytest.mark.parametrize(
+    ("ts", "in_order"),
+    [
+        ([1, 2, 2, 5] * 1 + list(range(6, 300)), True),
+        (list(range(300)) + [299, 100], False),  # the last block steps back
+        ([5, 1, *range(300)], False),
+        ([f"2024-05-01T12:00:{s:02}Z" for s in range(60)] * 2, False),  # read as timestamps
+        (["a"] * 300, None),  # text: not known (the replay's pass names the row)
+    ],
+)
+def test_a_streamed_text_file_knows_its_ts_order_from_the_type_pass(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    extension: str,
+    ts: list[object],
+    in_order: bool | None,
+) -> None:
+    """The pass that checks the types finds the order too, so the CLI needs no ts pass."""
+    path = tmp_path / f"t{extension}"
+    write_table(pa.table({"ts": ts, "x": list(range(len(ts)))}), path)
+    _stream_text(monkeypatch, block_bytes=256)
+    assert InputFile(path).in_ts_order is in_order
+    monkeypatch.setattr(stretch_io, "TEXT_STREAM_BYTES", 1 << 30)
+    assert InputFile(path).in_ts_order is None  # read whole: not known
