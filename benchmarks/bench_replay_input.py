@@ -7,14 +7,20 @@ processes:
 * ``batches``: ``stretch replay forward`` (a pass over each file's ``ts`` finds it in
   order, then its batches are read as the run takes them);
 * ``whole``: the same command with its inputs read whole first, as ``stretch replay``
-  did before (and still does for a file out of order);
+  did before (and, before it sorted by runs on disk, for a file out of order);
 * ``merge``, the best simple program for the job: ``onethread_merge.py``, a streaming
   merge of the two sorted files a row group at a time, in forward's order.
+
+With ``--late SHARE`` that share of each file's rows comes early in the file, before rows
+up to 1% of the time span ahead of it (out of ``ts`` order): ``batches`` is then the
+replay's external sort (runs spilled to the temporary directory, merged as the run takes
+them), ``whole`` the input read whole and sorted, and ``merge`` the same 1T with each file
+read whole and sorted stably first (``onethread_merge.py --unsorted``).
 
 Reported per size: wall seconds and the peak resident memory of each process (its own
 ``ru_maxrss``, from a small launcher), medians of ``--runs`` after one run of each that is
 not counted. The outputs are checked equal, a row group at a time. Writes
-``replay_input.json`` and ``replay_input.png``.
+``replay_input.json`` and ``replay_input.png`` (with ``--late``: ``replay_input_late``).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from stretch import cli
 def whole(file, schema, path, asserted):
     return cli._sorted(cli.conform(file.read(), schema, path), path, asserted)
 
-cli._rows = whole  # every input read whole first, as for a file out of order
+cli._rows = whole  # every input read whole first (and sorted)
 sys.exit(cli.main(sys.argv[1:]))
 """
 """The baseline: ``stretch replay`` with its inputs read whole first, as it did before."""
@@ -51,18 +57,20 @@ MERGE = str(Path(__file__).parent / "onethread_merge.py")
 """The best simple program for the job: a streaming merge of the sorted files."""
 
 
-def inputs(rows: int, folder: str) -> list[str]:
-    """Two sorted streams of ``rows`` rows as Parquet files; their paths."""
+def inputs(rows: int, folder: str, late: float = 0.0) -> list[str]:
+    """Two streams of ``rows`` rows as Parquet files; their paths.
+
+    Sorted by ``ts``, except that a share ``late`` of the rows comes before rows up to
+    ``rows // 100`` ms ahead of it.
+    """
     rng = np.random.default_rng(1)
     paths = []
     for side in range(2):
-        table = pa.table(
-            {
-                "ts": np.sort(rng.integers(0, rows, rows)),
-                "x": rng.integers(1, 10_000, rows),
-                "y": rng.random(rows),
-            }
-        )
+        ts = np.sort(rng.integers(0, rows, rows))
+        table = pa.table({"ts": ts, "x": rng.integers(1, 10_000, rows), "y": rng.random(rows)})
+        if late:
+            shown = ts - np.where(rng.random(rows) < late, rng.integers(0, rows // 100, rows), 0)
+            table = table.take(pa.array(np.argsort(shown, kind="stable")))
         paths.append(os.path.join(folder, f"in_{side}.parquet"))
         pq.write_table(table, paths[-1], row_group_size=1 << 20)
     return paths
@@ -87,10 +95,10 @@ def same_rows(a: str, b: str) -> bool:
     return part_a is None and part_b is None
 
 
-def run_size(rows: int, runs: int) -> dict[str, Any]:
-    """Both cases at ``rows`` rows a side, ``runs`` times in turn; their medians."""
+def run_size(rows: int, runs: int, late: float) -> dict[str, Any]:
+    """Every case at ``rows`` rows a side, ``runs`` times in turn; their medians."""
     with tempfile.TemporaryDirectory() as folder:
-        left, right = inputs(rows, folder)
+        left, right = inputs(rows, folder, late)
         outputs = {
             case: os.path.join(folder, f"{case}.parquet") for case in ("batches", "whole", "merge")
         }
@@ -100,7 +108,7 @@ def run_size(rows: int, runs: int) -> dict[str, Any]:
             for case, script in (("batches", BATCHES), ("whole", WHOLE))
         }
         commands["merge"] = [sys.executable, MERGE, "--input", left, "--input", right]
-        commands["merge"] += ["--output", outputs["merge"]]
+        commands["merge"] += ["--output", outputs["merge"], *(["--unsorted"] if late else [])]
         medians = peaks_and_walls(commands, runs, f"{rows:,} a side")
         for baseline in ("whole", "merge"):
             assert same_rows(outputs["batches"], outputs[baseline]), f"{baseline} differs"
@@ -117,17 +125,25 @@ def main() -> None:
         help="rows per input file, one size each",
     )  # fmt: skip
     parser.add_argument("--runs", type=int, default=3, help="runs of each case per size")
+    parser.add_argument(
+        "--late", type=float, default=0.0,
+        help="share of each file's rows out of ts order (default 0: sorted files)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if not 0 <= args.late < 1:
+        parser.error(f"--late must be in [0, 1), got {args.late}")
+    name = "replay_input_late" if args.late else "replay_input"
     result: dict[str, Any] = {"args": vars(args), "machine": machine(), "sizes": []}
     for rows in args.rows:
-        result["sizes"].append(run_size(rows, args.runs))
-    path = write("replay_input", result)
+        result["sizes"].append(run_size(rows, args.runs, args.late))
+    path = write(name, result)
     plot_peaks_and_walls(
         result["sizes"],
         [2 * s["rows_per_side"] / 1e6 for s in result["sizes"]],
         "input rows (millions)",
-        "forward replay of two Parquet files (p1)",
-        "replay_input",
+        "forward replay of two Parquet files (p1)"
+        + (f", {args.late:.0%} of rows out of ts order" if args.late else ""),
+        name,
     )
     for size in result["sizes"]:
         batches, whole, merge = size["batches"], size["whole"], size["merge"]

@@ -8,10 +8,14 @@ then a ``np.lexsort`` of the rows that share ``ts`` and input; numeric columns).
 runtime, no gate, no threads: the output is forward's row for row, and memory is about a
 row group per input.
 
+With ``--unsorted`` (inputs out of ``ts`` order) each input is read whole and sorted
+stably by ``ts`` first, then merged the same way: the plain program for that job, its
+memory the inputs'.
+
 Run as a script it is a whole process::
 
     python benchmarks/onethread_merge.py --input a.parquet --input b.parquet \\
-        --output out.parquet
+        --output out.parquet [--unsorted]
 """
 
 from __future__ import annotations
@@ -33,9 +37,25 @@ def row_groups(path: str) -> Iterator[pa.Table]:
             yield table
 
 
-def merge(paths: list[str], output: str) -> int:
-    """Merge the ts-sorted Parquet files ``paths`` into ``output``; the rows written."""
-    readers = [row_groups(path) for path in paths]
+def sorted_whole(path: str) -> Iterator[pa.Table]:
+    """The file read whole and sorted stably by ``ts``, in slices of ``SLICE_ROWS`` rows."""
+    table = pq.read_table(path)
+    table = table.take(pa.array(np.argsort(table.column("ts").to_numpy(), kind="stable")))
+    for start in range(0, table.num_rows, SLICE_ROWS):
+        yield table.slice(start, SLICE_ROWS)
+
+
+SLICE_ROWS = 1 << 20
+"""Rows the merge takes in at a time from a file sorted whole (as a row group)."""
+
+
+def merge(paths: list[str], output: str, unsorted: bool = False) -> int:
+    """Merge the Parquet files ``paths`` into ``output``; the rows written.
+
+    Each file sorted by ``ts``, or with ``unsorted`` in any order (then read whole and
+    sorted first).
+    """
+    readers = [sorted_whole(path) if unsorted else row_groups(path) for path in paths]
     held = [next(reader, None) for reader in readers]
     ended = [table is None for table in held]
     held = [pq.ParquetFile(p).schema_arrow.empty_table() if t is None else t
@@ -89,10 +109,13 @@ def _order(rows: pa.Table, parts: list[pa.Table]) -> np.ndarray:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--input", action="append", required=True, help="a ts-sorted file")
+    parser.add_argument("--input", action="append", required=True, help="an input file")
     parser.add_argument("--output", required=True, help="the merged Parquet file")
+    parser.add_argument(
+        "--unsorted", action="store_true", help="inputs out of ts order: sort each whole first"
+    )
     args = parser.parse_args()
-    merge(args.input, args.output)
+    merge(args.input, args.output, args.unsorted)
 
 
 if __name__ == "__main__":
