@@ -22,6 +22,7 @@ until the last row is taken or the sort is closed.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -35,6 +36,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from stretch._processes import running
+from stretch.errors import InputError
 from stretch.model.schema import TS
 
 __all__ = [
@@ -77,6 +79,9 @@ def sorted_by_ts(
         Tables whose concatenation is the input sorted stably by ``ts``. The first is given
         once every row was read (the last run written); then one batch per merge step.
 
+    Raises:
+        InputError: The runs could not be written or read (e.g. the disk is full).
+
     """
     limit = SORT_RUN_BYTES if run_bytes is None else run_bytes
     rows = _Rows(tables)
@@ -88,7 +93,7 @@ def sorted_by_ts(
     if not more:  # it fits in memory: no disk
         yield _sorted(run)
         return
-    with _SpillDirectory() as spill:
+    with _spill_errors(where), _SpillDirectory() as spill:
         log.info(
             "%s: out of ts order; sorting it in runs of %.3g MiB in %s",
             where,
@@ -108,6 +113,20 @@ def sorted_by_ts(
             ]
             log.info("%s: merged into %d runs", where, len(paths))
         yield from _merge([_Run(path) for path in paths])
+
+
+@contextlib.contextmanager
+def _spill_errors(where: str) -> Iterator[None]:
+    """A failure to write or read the runs (e.g. a full disk) as an InputError naming TMPDIR."""
+    try:
+        yield
+    except (OSError, pa.ArrowException) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        msg = (
+            f"{where}: cannot sort it through the temporary directory "
+            f"{tempfile.gettempdir()}: {reason.splitlines()[0]} (TMPDIR chooses another)"
+        )
+        raise InputError(msg) from exc
 
 
 def remove_spill_directories() -> None:

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stretch import external_sort
+from stretch.errors import InputError
 from stretch.external_sort import remove_spill_directories, sorted_by_ts
 
 
@@ -177,3 +178,27 @@ def test_more_runs_than_the_fan_in_are_merged_in_passes(
     assert passes == [f"input: merged into {n} runs" for n in (14, 5, 2)]
     assert len(left) == 2
     assert pa.concat_tables(out).equals(_stable(tables))
+
+
+def test_a_temporary_directory_that_cannot_be_written_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """E.g. a full disk: an InputError naming the directory and TMPDIR, not a traceback."""
+    missing = tmp_path / "no-such-dir"
+    monkeypatch.setattr(tempfile, "tempdir", str(missing))
+    with pytest.raises(
+        InputError, match=r"^l\.parquet: cannot sort it through .*no-such-dir.*TMPDIR"
+    ):
+        list(sorted_by_ts(_tables([[2, 1]] * 100), "l.parquet", run_bytes=100))
+
+
+def test_a_run_that_cannot_be_written_leaves_no_directory(
+    _spill_here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(self: object, tables: object) -> Path:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(external_sort._SpillDirectory, "write", full)
+    with pytest.raises(InputError, match="No space left on device"):
+        list(sorted_by_ts(_tables([[2, 1]] * 100), run_bytes=100))
+    assert not list(_spill_here.iterdir())
