@@ -267,9 +267,9 @@ def _parser() -> argparse.ArgumentParser:
         "--sorted",
         action="store_true",
         help="assert every input is sorted by ts (an unsorted row is an error, found as "
-        "it is read); otherwise an input out of order is sorted first (one over "
-        f"{SORT_RUN_BYTES >> 20} MiB in sorted runs spilled to TMPDIR; in memory with "
-        "--runtime sn)",
+        "it is read); otherwise an input out of order is sorted first: in memory if it "
+        "was read whole (or with --runtime sn), else through sorted runs of "
+        f"{SORT_RUN_BYTES >> 20} MiB spilled to TMPDIR",
     )
     replay.set_defaults(run=_replay)
 
@@ -688,15 +688,20 @@ def _columns_of(schema: pa.Schema, path: str) -> str:
     return ",".join(kinds)
 
 
-def _rows(file: InputFile, schema: Schema, path: str, asserted: bool) -> Iterator[pa.Table]:
+def _rows(
+    file: InputFile, schema: Schema, path: str, asserted: bool
+) -> pa.Table | Iterator[pa.Table]:
     """An input's rows for the vsn runtime, in ts order, read as the run takes them.
 
     The file's batches, when it is in ts order (asserted, or checked by a pass over its
-    ``ts`` column); else its batches sorted by ``ts`` in bounded memory (an external sort,
-    ``stretch.external_sort``).
+    ``ts`` column). Else, for a file read whole when opened, the table sorted in memory
+    (spilling it would only add the disk); for one read as it goes, its batches sorted by
+    ``ts`` in bounded memory (an external sort, ``stretch.external_sort``).
     """
     if asserted or _in_ts_order(file, path):
         return _checked(file.batches(), schema, path)
+    if file.in_memory:
+        return _sorted(conform(file.read(), schema, path), path, asserted=False)
     return sorted_by_ts(_conformed(file.batches(), schema, path), path)
 
 

@@ -130,6 +130,8 @@ class InputFile:
         num_rows: Its rows.
         in_ts_order: Whether its rows are in ``ts`` order, where the pass of a streamed
             CSV or JSON lines file found it out on the way (None: not known).
+        in_memory: Whether it was read whole when opened (a CSV or JSON lines file not
+            streamed).
 
     Raises:
         InputError: as :func:`read_table`, when opened or when a batch is read.
@@ -157,6 +159,7 @@ class InputFile:
             else:
                 self._table = read_table(path)
                 schema, self.num_rows = self._table.schema, self._table.num_rows
+        self.in_memory = self._table is not None
         index = schema.get_field_index(TS)
         if index >= 0 and pa.types.is_string(schema.field(index).type):
             schema = schema.set(index, pa.field(TS, _ZONED))

@@ -354,6 +354,26 @@ def test_replay_reads_its_input_a_batch_at_a_time(
     assert not list(spill.iterdir())  # the runs are deleted
 
 
+def test_an_unsorted_file_read_whole_is_sorted_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A CSV file read whole when opened: spilling it to disk would only cost."""
+    monkeypatch.setattr(external_sort, "SORT_RUN_BYTES", 1024)
+    monkeypatch.setattr(stretch_io, "BATCH_ROWS", 64)
+    caplog.set_level(logging.INFO, "stretch.external_sort")
+    left, right = generate.scalejoin(500, 100.0, seed=2)
+    expected = run_sn(build("scalejoin", {"ws": 2000}), [left, right])
+    write_table(left.take(list(range(left.num_rows))[::-1]), tmp_path / "l.csv")
+    write_table(right, tmp_path / "r.csv")
+    out = tmp_path / "o.parquet"
+    args = ["replay", "scalejoin", "--param", "ws=2000", "--output", str(out)]
+    assert (
+        main([*args, "--input", str(tmp_path / "l.csv"), "--input", str(tmp_path / "r.csv")]) == 0
+    )
+    assert read_table(out).equals(expected)
+    assert not [r for r in caplog.records if "sorted runs written" in r.getMessage()]
+
+
 @pytest.mark.parametrize("unsorted", [False, True])
 def test_a_streamed_text_file_is_read_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unsorted: bool
