@@ -57,7 +57,7 @@ def drop_stale(root: Path) -> bool:
     """Delete the package's Numba cache files if its cached code changed; return whether.
 
     ``root`` is the package's directory. The first import after a change pays the
-    compiling again (``./dev warm`` does it ahead).
+    compiling again (``stretch warm`` does it ahead).
     """
     sources = _sources(root)
     digest = hashlib.sha256()

@@ -879,3 +879,33 @@ def test_an_output_of_unknown_format_is_refused_before_the_input_is_read(
     assert main(argv) == 2
     error = capsys.readouterr().err
     assert "unknown extension '.txt'" in error and "not-there" not in error
+
+
+def test_warm_replays_every_operator_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """The kernels are in the cache already here (install warmed it): this checks the
+    steps run and pass, each operator in both input layouts."""
+    assert main(["warm"]) == 0
+    err = capsys.readouterr().err
+    for op in ("forward", "scalejoin", "hedge", "wordcount", "paircount", "longest_tweet"):
+        assert f" {op} --input" in err
+    assert "index=off" in err
+    assert "--reconfigure 700:2" in err
+    assert ".parts.parquet" in err
+    assert err.rstrip().endswith("done: the kernels are in Numba's cache")
+
+
+def test_warm_names_a_replay_that_fails(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replays: list[list[str]] = []
+
+    def fail_third(argv: list[str]) -> int:
+        replays.append(argv)
+        return 2 if len(replays) == 3 else 0
+
+    monkeypatch.setattr(cli, "main", fail_third)
+    assert cli._warm(SimpleNamespace()) == 1
+    assert len(replays) == 3
+    assert f"stretch: warm failed: stretch {' '.join(replays[2])} ended with status 2" in (
+        capsys.readouterr().err
+    )
