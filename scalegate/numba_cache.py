@@ -9,19 +9,25 @@ caches compiled code together with the modules of the package those import (thei
 constants and inlined functions), and when the digest differs from the one recorded in
 the package's ``__pycache__``, deletes the cache files (``*.nbi``, ``*.nbc``) of those
 modules. Nothing is done where the cache cannot be written (Numba then caches in its
-user-wide directory, which this does not reach).
+user-wide directory, which this does not reach). ``mark_warm`` records that the kernels
+were compiled ahead (``stretch warm``) for the digest now recorded, and ``warmed`` tells
+whether that still holds, so that a cold first run can say why it is slow.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from pathlib import Path
 
-__all__ = ["drop_stale"]
+__all__ = ["drop_stale", "mark_warm", "warmed"]
 
 STAMP = "numba-sources.sha256"
 """The file in the package's ``__pycache__`` that records the digest of its cached code."""
+
+WARM = "numba-warm.sha256"
+"""The file beside ``STAMP`` that records the digest whose kernels ``stretch warm`` compiled."""
 
 _CACHED = re.compile(rb"njit\([^)]*cache=True")
 _IMPORT = re.compile(rb"^\s*from ([\w.]+) import", re.MULTILINE)
@@ -78,3 +84,27 @@ def drop_stale(root: Path) -> bool:
     except OSError:  # a read-only install: Numba caches elsewhere
         return False
     return True
+
+
+def mark_warm(root: Path) -> None:
+    """Record that the package's kernels were compiled for its code as it is now."""
+    cache = root / "__pycache__"
+    with contextlib.suppress(OSError):  # nothing recorded, or a read-only install
+        (cache / WARM).write_text((cache / STAMP).read_text())
+
+
+def warmed(root: Path) -> bool | None:
+    """Whether ``mark_warm`` ran since the package's cache was last dropped.
+
+    None where the package records no digest (a read-only install: Numba caches
+    elsewhere, which this cannot tell).
+    """
+    cache = root / "__pycache__"
+    try:
+        stamp = (cache / STAMP).read_text()
+    except OSError:
+        return None
+    try:
+        return (cache / WARM).read_text() == stamp
+    except OSError:
+        return False

@@ -50,7 +50,7 @@ from stretch.model.sn import run_sn
 from stretch.operators.catalog import CATALOG, build, load_operators
 from stretch.progress import ReplayProgress
 from stretch.vsn import run_vsn_pieces
-from stretch.warm import warm
+from stretch.warm import cold, warm
 
 __all__ = ["main"]
 
@@ -87,6 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None and args.command == "replay":
         _skip_pandas_probe()
         ahead = _numba_ahead()
+        if cold():
+            log.warning(
+                "stretch: the kernels of this install are not compiled yet: this run "
+                "compiles those it uses (seconds each, once); 'stretch warm' compiles "
+                "them all ahead"
+            )
     stopping = () if args.command == "serve" else (signal.SIGINT, signal.SIGTERM)
     before = {signum: signal.signal(signum, _exit_on_signal) for signum in stopping}
     try:

@@ -21,13 +21,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import scalegate
+import stretch
+from scalegate.numba_cache import mark_warm, warmed
 from stretch import generate
 from stretch.io import write_table
 from stretch.model._byte_table import ByteTable
 from stretch.operators.catalog import build
 from stretch.vsn import Pipeline
 
-__all__ = ["warm"]
+__all__ = ["cold", "warm"]
+
+PACKAGES = (Path(stretch.__file__).parent, Path(scalegate.__file__).parent)
+"""The packages whose kernels ``warm`` compiles."""
 
 Replay = Callable[[Sequence[str]], int]
 """The CLI's entry point (``stretch.cli.main``): runs ``stretch ARGS``, returns the status."""
@@ -54,6 +60,17 @@ def warm(run: Replay, say: Callable[[str], None]) -> None:
                 raise RuntimeError(msg)
     say(f"[{len(commands) + 1}/{len(commands) + 1}] a pipeline's status, a string compaction")
     _status_and_compaction()
+    for root in PACKAGES:
+        mark_warm(root)
+
+
+def cold() -> bool:
+    """Whether the kernels were not compiled ahead for the code as it is.
+
+    True when no ``warm`` ran since the install or since a kernel's source changed; False
+    also where it cannot be told (a read-only install).
+    """
+    return any(warmed(root) is False for root in PACKAGES)
 
 
 def _replays(folder: Path) -> list[list[str]]:

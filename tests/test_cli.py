@@ -909,3 +909,30 @@ def test_warm_names_a_replay_that_fails(
     assert f"stretch: warm failed: stretch {' '.join(replays[2])} ended with status 2" in (
         capsys.readouterr().err
     )
+
+
+@pytest.mark.parametrize("is_cold", [True, False])
+def test_a_replay_on_a_cold_cache_says_why_it_is_slow(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    is_cold: bool,
+) -> None:
+    """Run as a command (no argv given), a replay before ``stretch warm`` says so."""
+    paths = []
+    for side, table in zip("lr", generate.scalejoin(50, 100.0, seed=1), strict=True):
+        write_table(table, tmp_path / f"{side}.parquet")
+        paths.append(str(tmp_path / f"{side}.parquet"))
+    argv = ["stretch", "replay", "scalejoin", "--input", paths[0], "--input", paths[1]]
+    monkeypatch.setattr(sys, "argv", [*argv, "--output", str(tmp_path / "o.parquet")])
+    monkeypatch.setattr(cli, "cold", lambda: is_cold)
+    assert main() == 0
+    said = [r.getMessage() for r in caplog.records if "stretch warm" in r.getMessage()]
+    assert said == (
+        [
+            "stretch: the kernels of this install are not compiled yet: this run compiles "
+            "those it uses (seconds each, once); 'stretch warm' compiles them all ahead"
+        ]
+        if is_cold
+        else []
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scalegate.numba_cache import STAMP, drop_stale
+from scalegate.numba_cache import STAMP, drop_stale, mark_warm, warmed
 
 KERNEL = """
 from numba import njit
@@ -57,3 +57,17 @@ def test_a_cache_that_cannot_be_written_is_left_alone(tmp_path: Path) -> None:
     (pkg / "__pycache__").rmdir()
     (pkg / "__pycache__").write_text("not a directory")  # nowhere to record the stamp
     assert not drop_stale(pkg)
+
+
+def test_warmed_holds_until_the_cache_is_dropped(tmp_path: Path) -> None:
+    pkg = package(tmp_path)
+    assert warmed(pkg) is None  # no digest recorded yet
+    drop_stale(pkg)
+    assert warmed(pkg) is False  # never warmed
+    mark_warm(pkg)
+    assert warmed(pkg) is True
+    assert not drop_stale(pkg)
+    assert warmed(pkg) is True
+    (pkg / "helpers.py").write_text("WIDTH = 12\n")
+    assert drop_stale(pkg)
+    assert warmed(pkg) is False  # compiled for the code before
