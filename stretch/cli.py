@@ -87,12 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None and args.command == "replay":
         _skip_pandas_probe()
         ahead = _numba_ahead()
-        if cold():
-            log.warning(
-                "stretch: the kernels of this install are not compiled yet: this run "
-                "compiles those it uses (seconds each, once); 'stretch warm' compiles "
-                "them all ahead"
-            )
+    if argv is None and args.command in _RUNS_KERNELS and cold():
+        log.warning(
+            "stretch: the kernels of this install are not compiled yet: this run "
+            "compiles those it uses (seconds each, once); 'stretch warm' compiles "
+            "them all ahead"
+        )
     stopping = () if args.command == "serve" else (signal.SIGINT, signal.SIGTERM)
     before = {signum: signal.signal(signum, _exit_on_signal) for signum in stopping}
     try:
@@ -113,6 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+
+_RUNS_KERNELS = ("replay", "serve", "pipeline", "demo")
+"""The commands that run operators: run before ``stretch warm``, they say they compile."""
 
 
 class _NoPandas(importlib.abc.MetaPathFinder):
