@@ -100,12 +100,16 @@ def sorted_by_ts(
             limit / 2**20,
             spill.path,
         )
-        paths = [spill.write([_sorted(run)])]
-        del run
-        while more:
-            run, more = _next_run(rows, limit)
+        paths: list[Path] = []
+        read = 0
+        while True:
+            read += run.num_rows
             paths.append(spill.write([_sorted(run)]))
             del run
+            log.info("%s: sorted run %d written (%d rows read)", where, len(paths), read)
+            if not more:
+                break
+            run, more = _next_run(rows, limit)
         log.info("%s: %d sorted runs written; merging them", where, len(paths))
         while len(paths) > MERGE_FAN_IN:  # a pass merges each group into one run, in order
             paths = [
