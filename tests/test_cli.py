@@ -936,3 +936,29 @@ def test_a_replay_on_a_cold_cache_says_why_it_is_slow(
         if is_cold
         else []
     )
+
+
+def test_a_bad_row_met_while_sorting_names_it_and_leaves_no_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The pass over ``ts`` does not read ``x``: its missing value is met by the sort."""
+    monkeypatch.setattr(stretch_io, "BATCH_ROWS", 64)
+    monkeypatch.setattr(external_sort, "SORT_RUN_BYTES", 4096)
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill))
+    left, right = generate.scalejoin(1000, 100.0, seed=3)
+    left = left.take(list(range(left.num_rows))[::-1])  # out of ts order
+    x = left.column("x").to_pylist()
+    x[900] = None
+    left = left.set_column(left.schema.get_field_index("x"), "x", pa.array(x, pa.int64()))
+    pq.write_table(left, tmp_path / "l.parquet", row_group_size=100)
+    pq.write_table(right, tmp_path / "r.parquet")
+    out = tmp_path / "o.parquet"
+    args = ["replay", "scalejoin", "--output", str(out)]
+    args += ["--input", str(tmp_path / "l.parquet"), "--input", str(tmp_path / "r.parquet")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'l.parquet'}: row 901, column 'x': missing value" in err
+    assert not list(spill.iterdir())
+    assert not out.exists()
