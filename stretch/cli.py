@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.abc
+import itertools
 import logging
 import math
 import os
@@ -610,8 +611,10 @@ def _replay(args: argparse.Namespace) -> int:
         params["columns"] = _columns_of(files[0].schema, args.input[0])
         params.setdefault("inputs", str(len(files)))
     op = build(args.operator, params)
-    if CATALOG[args.operator].one_stream and len(files) == 1:
-        files, args.input = files * 2, args.input * 2
+    # A self-join's one file feeds each of its streams: read once for all of them.
+    shared = CATALOG[args.operator].one_stream and len(files) == 1
+    if shared:
+        files, args.input = files * op.n_inputs, args.input * op.n_inputs
     if len(files) != op.n_inputs:
         msg = f"operator {op.name!r} takes {op.n_inputs} input file(s), got {len(files)}"
         raise InputError(msg)
@@ -630,12 +633,21 @@ def _replay(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     if args.runtime == "vsn":
         progress = ReplayProgress(op.name, log, rows_total=rows_in)
-        pieces = run_vsn_pieces(
-            op,
-            [
+        if shared and len(set(op.inputs)) == 1:
+            rows = _rows(files[0], op.inputs[0], args.input[0], args.sorted)
+            streams = (
+                [rows] * len(files)
+                if isinstance(rows, pa.Table)
+                else list(itertools.tee(rows, len(files)))
+            )
+        else:
+            streams = [
                 _rows(f, schema, path, args.sorted)
                 for f, schema, path in zip(files, op.inputs, args.input, strict=True)
-            ],
+            ]
+        pieces = run_vsn_pieces(
+            op,
+            streams,
             args.parallelism,
             args.max_parallelism,
             schedule,

@@ -962,3 +962,22 @@ def test_a_bad_row_met_while_sorting_names_it_and_leaves_no_runs(
     assert f"{tmp_path / 'l.parquet'}: row 901, column 'x': missing value" in err
     assert not list(spill.iterdir())
     assert not out.exists()
+
+
+def test_a_self_join_file_is_read_and_sorted_once_for_both_streams(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """hedge's one file feeds L and R: one pass and one external sort serve both."""
+    monkeypatch.setattr(stretch_io, "BATCH_ROWS", 64)
+    monkeypatch.setattr(external_sort, "SORT_RUN_BYTES", 8192)
+    caplog.set_level(logging.INFO, "stretch.external_sort")
+    (trades,) = generate.hedge(600, 100.0, seed=4)
+    expected = run_sn(build("hedge", {"ws": 2000}), [trades, trades])
+    pq.write_table(trades.take(list(range(trades.num_rows))[::-1]), tmp_path / "t.parquet")
+    out = tmp_path / "o.parquet"
+    args = ["replay", "hedge", "--param", "ws=2000", "--parallelism", "2", "--output", str(out)]
+    assert main([*args, "--input", str(tmp_path / "t.parquet")]) == 0
+    assert expected.num_rows > 0
+    assert read_table(out).equals(expected)
+    sorts = [r for r in caplog.records if "sorted runs written" in r.getMessage()]
+    assert len(sorts) == 1
