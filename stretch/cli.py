@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None and args.command == "replay":
         _skip_pandas_probe()
         ahead = _numba_ahead()
-    if argv is None and args.command in _RUNS_KERNELS and cold():
+    if argv is None and args.command in _RUNS_KERNELS and _interactive() and cold():
         log.warning(
             "stretch: the kernels of this install are not compiled yet: this run "
             "compiles those it uses (seconds each, once); 'stretch warm' compiles "
@@ -117,6 +117,11 @@ EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 _RUNS_KERNELS = ("replay", "serve", "pipeline", "demo")
 """The commands that run operators: run before ``stretch warm``, they say they compile."""
+
+
+def _interactive() -> bool:
+    """Whether stderr is a terminal: hints are for a person, not for a script's log."""
+    return sys.stderr.isatty()
 
 
 class _NoPandas(importlib.abc.MetaPathFinder):

@@ -918,7 +918,8 @@ def test_a_replay_on_a_cold_cache_says_why_it_is_slow(
     caplog: pytest.LogCaptureFixture,
     is_cold: bool,
 ) -> None:
-    """Run as a command (no argv given), a replay before ``stretch warm`` says so."""
+    """Run as a command (no argv given) by a person (stderr a terminal), a replay before
+    ``stretch warm`` says so."""
     paths = []
     for side, table in zip("lr", generate.scalejoin(50, 100.0, seed=1), strict=True):
         write_table(table, tmp_path / f"{side}.parquet")
@@ -926,6 +927,7 @@ def test_a_replay_on_a_cold_cache_says_why_it_is_slow(
     argv = ["stretch", "replay", "scalejoin", "--input", paths[0], "--input", paths[1]]
     monkeypatch.setattr(sys, "argv", [*argv, "--output", str(tmp_path / "o.parquet")])
     monkeypatch.setattr(cli, "cold", lambda: is_cold)
+    monkeypatch.setattr(cli, "_interactive", lambda: True)
     assert main() == 0
     said = [r.getMessage() for r in caplog.records if "stretch warm" in r.getMessage()]
     assert said == (
