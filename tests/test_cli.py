@@ -303,6 +303,27 @@ def _in_row_groups(table: pa.Table, path: Path, rows: int) -> Path:
     return path
 
 
+@pytest.fixture
+def small_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> Path:
+    """Input read in batches of 64 rows, sorted by runs of 8 KiB spilled under the test's
+    own directory (returned), with the sort's log kept."""
+    monkeypatch.setattr(stretch_io, "BATCH_ROWS", 64)
+    monkeypatch.setattr(external_sort, "SORT_RUN_BYTES", 8192)
+    monkeypatch.setattr(external_sort, "MERGE_BATCH_BYTES", 1024)
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill))
+    caplog.set_level(logging.INFO, "stretch.external_sort")
+    return spill
+
+
+def spilled(caplog: pytest.LogCaptureFixture) -> list[int]:
+    """The runs each external sort that spilled wrote, as its log says."""
+    return [r.args[1] for r in caplog.records if "sorted runs written" in r.getMessage()]
+
+
 @pytest.mark.parametrize("runtime_name", ["vsn", "sn"])
 @pytest.mark.parametrize("unsorted", [False, True])
 @pytest.mark.parametrize("extension", [".parquet", ".csv"])
@@ -310,21 +331,15 @@ def test_replay_reads_its_input_a_batch_at_a_time(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
+    small_runs: Path,
     runtime_name: str,
     unsorted: bool,
     extension: str,
 ) -> None:
     """Many batches of 64 rows (CSV: blocks of 2 KiB, streamed): the output is the
     reference, sorted input or not (vsn: sorted by runs of 8 KiB spilled to disk)."""
-    monkeypatch.setattr(stretch_io, "BATCH_ROWS", 64)
     monkeypatch.setattr(stretch_io, "TEXT_STREAM_BYTES", 0)
     monkeypatch.setattr(stretch_io, "TEXT_BLOCK_BYTES", 2048)
-    monkeypatch.setattr(external_sort, "SORT_RUN_BYTES", 8192)
-    monkeypatch.setattr(external_sort, "MERGE_BATCH_BYTES", 1024)
-    spill = tmp_path / "tmp"
-    spill.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(spill))
-    caplog.set_level(logging.INFO, "stretch.external_sort")
     left, right = (_squeezed(t) for t in generate.scalejoin(1500, 100.0, seed=5))
     expected = run_sn(build("scalejoin", {"ws": 2000}), [left, right])
     if unsorted:  # two rows of a late row group swapped: the file is read whole and sorted
@@ -345,22 +360,19 @@ def test_replay_reads_its_input_a_batch_at_a_time(
     assert rc == 0
     assert expected.num_rows > 0
     assert read_table(out).equals(expected)
-    runs = [r.args[1] for r in caplog.records if "sorted runs written" in r.getMessage()]
+    runs = spilled(caplog)
     if unsorted and runtime_name == "vsn":
         assert len(runs) == 1  # the left input
         assert runs[0] > 1  # runs of 8 KiB
     else:
         assert not runs
-    assert not list(spill.iterdir())  # the runs are deleted
+    assert not list(small_runs.iterdir())  # the runs are deleted
 
 
 def test_an_unsorted_file_read_whole_is_sorted_in_memory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, small_runs: Path
 ) -> None:
     """A CSV file read whole when opened: spilling it to disk would only cost."""
-    monkeypatch.setattr(external_sort, "SORT_RUN_BYTES", 1024)
-    monkeypatch.setattr(stretch_io, "BATCH_ROWS", 64)
-    caplog.set_level(logging.INFO, "stretch.external_sort")
     left, right = generate.scalejoin(500, 100.0, seed=2)
     expected = run_sn(build("scalejoin", {"ws": 2000}), [left, right])
     write_table(left.take(list(range(left.num_rows))[::-1]), tmp_path / "l.csv")
@@ -371,7 +383,7 @@ def test_an_unsorted_file_read_whole_is_sorted_in_memory(
         main([*args, "--input", str(tmp_path / "l.csv"), "--input", str(tmp_path / "r.csv")]) == 0
     )
     assert read_table(out).equals(expected)
-    assert not [r for r in caplog.records if "sorted runs written" in r.getMessage()]
+    assert not spilled(caplog)
 
 
 @pytest.mark.parametrize("unsorted", [False, True])
@@ -941,14 +953,9 @@ def test_a_replay_on_a_cold_cache_says_why_it_is_slow(
 
 
 def test_a_bad_row_met_while_sorting_names_it_and_leaves_no_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], small_runs: Path
 ) -> None:
     """The pass over ``ts`` does not read ``x``: its missing value is met by the sort."""
-    monkeypatch.setattr(stretch_io, "BATCH_ROWS", 64)
-    monkeypatch.setattr(external_sort, "SORT_RUN_BYTES", 4096)
-    spill = tmp_path / "tmp"
-    spill.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(spill))
     left, right = generate.scalejoin(1000, 100.0, seed=3)
     left = left.take(list(range(left.num_rows))[::-1])  # out of ts order
     x = left.column("x").to_pylist()
@@ -962,17 +969,14 @@ def test_a_bad_row_met_while_sorting_names_it_and_leaves_no_runs(
     assert main(args) == 2
     err = capsys.readouterr().err
     assert f"{tmp_path / 'l.parquet'}: row 901, column 'x': missing value" in err
-    assert not list(spill.iterdir())
+    assert not list(small_runs.iterdir())
     assert not out.exists()
 
 
 def test_a_self_join_file_is_read_and_sorted_once_for_both_streams(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, small_runs: Path
 ) -> None:
     """hedge's one file feeds L and R: one pass and one external sort serve both."""
-    monkeypatch.setattr(stretch_io, "BATCH_ROWS", 64)
-    monkeypatch.setattr(external_sort, "SORT_RUN_BYTES", 8192)
-    caplog.set_level(logging.INFO, "stretch.external_sort")
     (trades,) = generate.hedge(600, 100.0, seed=4)
     expected = run_sn(build("hedge", {"ws": 2000}), [trades, trades])
     pq.write_table(trades.take(list(range(trades.num_rows))[::-1]), tmp_path / "t.parquet")
@@ -981,5 +985,4 @@ def test_a_self_join_file_is_read_and_sorted_once_for_both_streams(
     assert main([*args, "--input", str(tmp_path / "t.parquet")]) == 0
     assert expected.num_rows > 0
     assert read_table(out).equals(expected)
-    sorts = [r for r in caplog.records if "sorted runs written" in r.getMessage()]
-    assert len(sorts) == 1
+    assert len(spilled(caplog)) == 1
