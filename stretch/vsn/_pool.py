@@ -183,8 +183,8 @@ class InstancePool:
         blocks holding them, returned as they are, in that order: no row is copied.
         Otherwise the rows are gathered from those blocks into one block, each run of
         equal ``ts`` by cause (several instances' rows interleave there). A block is
-        dropped once every row of it was taken. O(len(row_ids) x blocks touched + blocks
-        held).
+        dropped once every row of it was taken. O(len(row_ids) log(blocks held) + blocks
+        held), plus, when gathering, the rows of each block's span the ids reach.
         """
         n = len(row_ids)
         if n == 0:
