@@ -7,6 +7,7 @@ command with exit status 2 and one line on stderr naming the file, row and colum
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib.abc
 import itertools
@@ -31,20 +32,19 @@ from stretch import __version__
 from stretch.bench import BENCHMARKS, DEFAULT_OUTPUT, run_benchmark, split_output
 from stretch.errors import InputError, StretchError
 from stretch.external_sort import SORT_RUN_BYTES, remove_spill_directories, sorted_by_ts
-from stretch.generate import DEFAULT_ROWS, GENERATORS
+from stretch.generate import CHUNK_ROWS, CHUNKED, DEFAULT_ROWS
 from stretch.io import (
     FORMATS,
     InputFile,
     TableWriter,
     csv_text,
     remove_partial_files,
-    write_table,
 )
 from stretch.join_estimate import (
     DEFAULT_WS_MS,
     REFUSE_COMPARISONS,
     REFUSE_PAIRS,
-    estimate_join,
+    estimate_chunks,
 )
 from stretch.model.schema import TS, ColumnType, Schema, conform
 from stretch.model.sn import run_sn
@@ -294,9 +294,11 @@ def _parser() -> argparse.ArgumentParser:
         parents=[verbose],
         help="write synthetic input streams",
         description="scalejoin: streams L and R (section 8.3); hedge: a NYSE-like trade "
-        "stream (section 8.6); tweets: for wordcount, paircount, longest_tweet.",
+        "stream (section 8.6); tweets: for wordcount, paircount, longest_tweet. The rows are "
+        f"made and written {CHUNK_ROWS:,} at a time, so memory does not grow with --rows; "
+        "the same arguments write the same rows.",
     )
-    generate.add_argument("kind", choices=sorted(GENERATORS))
+    generate.add_argument("kind", choices=sorted(CHUNKED))
     generate.add_argument(
         "--rows",
         type=int,
@@ -850,28 +852,50 @@ def _generate(args: argparse.Namespace) -> int:
     rows = DEFAULT_ROWS[args.kind] if args.rows is None else args.rows
     progress = _GenerateProgress(rows >= PROGRESS_ROWS)
     progress.stage(f"generating {rows:,} rows per stream of {args.kind}")
+
+    def chunks(*, ts_only: bool = False) -> Iterator[list[pa.Table]]:
+        more = {"ts_only": True} if ts_only else {}  # tweets make no join: no such option
+        return CHUNKED[args.kind](rows=rows, rate=args.rate, seed=args.seed, **more)
+
     try:
-        tables = GENERATORS[args.kind](rows=rows, rate=args.rate, seed=args.seed)
+        made = chunks()
+        first = next(made)
     except ValueError as exc:
         raise InputError(str(exc)) from exc
+    paths = [Path(p) for p in args.output]
+    if len(paths) == 1 and len(first) == 2:
+        stem, suffix = paths[0].with_suffix(""), paths[0].suffix
+        paths = [Path(f"{stem}_l{suffix}"), Path(f"{stem}_r{suffix}")]
+    if len(paths) != len(first):
+        msg = f"{args.kind} writes {len(first)} stream(s); give {len(first)} --output path(s)"
+        raise InputError(msg)
     if args.kind in DEFAULT_WS_MS:
-        estimate = estimate_join(args.kind, tables)
+        progress.stage("estimating the join's work")
+        if len(first[0]) == rows:  # the chunk in hand is all there is: not made again
+            estimate = estimate_chunks(args.kind, lambda *, ts_only, whole=first: iter([whole]))
+        else:
+            estimate = estimate_chunks(args.kind, chunks)
         if estimate.refused and not args.force:
             msg = f"{estimate.describe(rows, args.rate)}; --force writes it anyway"
             raise InputError(msg)
         if estimate.explodes:
             sys.stderr.write(f"warning: {estimate.describe(rows, args.rate)}\n")
-    paths = [Path(p) for p in args.output]
-    if len(paths) == 1 and len(tables) == 2:
-        stem, suffix = paths[0].with_suffix(""), paths[0].suffix
-        paths = [Path(f"{stem}_l{suffix}"), Path(f"{stem}_r{suffix}")]
-    if len(paths) != len(tables):
-        msg = f"{args.kind} writes {len(tables)} stream(s); give {len(tables)} --output path(s)"
-        raise InputError(msg)
-    for table, path in zip(tables, paths, strict=True):
-        progress.stage(f"writing {path}")
-        write_table(table, path)
-        sys.stdout.write(f"wrote {table.num_rows} rows to {path}\n")
+    writers = [TableWriter(path) for path in paths]  # each file appears whole at the end
+    with contextlib.ExitStack() as stack:
+        for writer in writers:
+            stack.enter_context(writer)
+        written = 0
+        tables: list[pa.Table] | None = first
+        del first  # each chunk is dropped before the next is made
+        while tables is not None:
+            for writer, table in zip(writers, tables, strict=True):
+                writer.write(table)
+            written += tables[0].num_rows
+            progress.stage(f"wrote {written:,} of {rows:,} rows per stream")
+            tables = None
+            tables = next(made, None)
+    for path in paths:
+        sys.stdout.write(f"wrote {rows} rows to {path}\n")
     progress.stage("done")
     return 0
 

@@ -3,8 +3,11 @@
 Each generator returns one table per source, each with an int64 ``ts`` column first (event
 time in milliseconds, non-decreasing, ties allowed) followed by the payload columns the
 matching catalog operator reads (docs/design.md, operator catalog). Output is a pure function
-of the arguments: every draw comes from one ``numpy.random.Generator(PCG64(seed))`` in a
-fixed order.
+of the arguments. The rows are made :data:`CHUNK_ROWS` at a time (the ``*_chunks``
+generators, which ``stretch generate`` writes as they come, so its memory does not grow
+with ``rows``): chunk 0 draws from ``numpy.random.Generator(PCG64(seed))``, chunk ``k``
+from ``PCG64(seed).jumped(k)``, each in a fixed order. A stream of up to
+:data:`CHUNK_ROWS` rows is one chunk.
 
 * :func:`scalejoin`: the ScaleJoin benchmark of section 8.3 (two uniform streams).
 * :func:`hedge`: NYSE-like trades of ten companies with a bursty rate (section 8.6).
@@ -15,7 +18,8 @@ fixed order.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +27,8 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 __all__ = [
+    "CHUNKED",
+    "CHUNK_ROWS",
     "DEFAULT_ROWS",
     "GENERATORS",
     "HEDGE_AVG_PRICES",
@@ -31,9 +37,16 @@ __all__ = [
     "VALUE_HIGH",
     "VALUE_LOW",
     "hedge",
+    "hedge_chunks",
     "scalejoin",
+    "scalejoin_chunks",
     "tweets",
+    "tweets_chunks",
 ]
+
+CHUNK_ROWS = 1 << 20
+"""Rows per stream made at a time (hedge: whole 1-second buckets, so a chunk may hold up to
+one bucket more); tweets take about 400 bytes a row while made, the others about 100."""
 
 VALUE_LOW = 1
 """Section 8.3: x, y, a and b are uniform in [VALUE_LOW, VALUE_HIGH]."""
@@ -106,26 +119,41 @@ def scalejoin(rows: int, rate: float, seed: int) -> list[pa.Table]:
         ValueError: ``rows`` or ``rate`` is out of range.
 
     """
+    return _whole(scalejoin_chunks(rows, rate, seed))
+
+
+def scalejoin_chunks(
+    rows: int, rate: float, seed: int, *, ts_only: bool = False
+) -> Iterator[list[pa.Table]]:
+    """:func:`scalejoin`'s streams, :data:`CHUNK_ROWS` rows of each at a time.
+
+    With ``ts_only`` the tables hold only their ``ts`` column (what a join's cost needs).
+    """
     _check_stream(rows, rate)
-    rng = _rng(seed)
-    ts = np.floor(np.arange(rows, dtype=np.float64) * 1000.0 / rate).astype(np.int64)
-    left = pa.table(
-        {
-            "ts": ts,
-            "x": rng.integers(VALUE_LOW, VALUE_HIGH + 1, rows, dtype=np.int64),
-            "y": rng.uniform(VALUE_LOW, VALUE_HIGH, rows),
-        }
-    )
-    right = pa.table(
-        {
-            "ts": ts,
-            "a": rng.integers(VALUE_LOW, VALUE_HIGH + 1, rows, dtype=np.int64),
-            "b": rng.uniform(VALUE_LOW, VALUE_HIGH, rows),
-            "c": rng.uniform(VALUE_LOW, VALUE_HIGH, rows),
-            "d": rng.random(rows) < 0.5,
-        }
-    )
-    return [left, right]
+    for k, (start, stop) in enumerate(_spans(rows)):
+        rng, n = _chunk_rng(seed, k), stop - start
+        position = np.arange(start, stop, dtype=np.float64)
+        ts = np.floor(position * 1000.0 / rate).astype(np.int64)
+        if ts_only:
+            yield [pa.table({"ts": ts}), pa.table({"ts": ts})]
+            continue
+        left = pa.table(
+            {
+                "ts": ts,
+                "x": rng.integers(VALUE_LOW, VALUE_HIGH + 1, n, dtype=np.int64),
+                "y": rng.uniform(VALUE_LOW, VALUE_HIGH, n),
+            }
+        )
+        right = pa.table(
+            {
+                "ts": ts,
+                "a": rng.integers(VALUE_LOW, VALUE_HIGH + 1, n, dtype=np.int64),
+                "b": rng.uniform(VALUE_LOW, VALUE_HIGH, n),
+                "c": rng.uniform(VALUE_LOW, VALUE_HIGH, n),
+                "d": rng.random(n) < 0.5,
+            }
+        )
+        yield [left, right]
 
 
 def hedge(
@@ -159,39 +187,64 @@ def hedge(
             finite ``peak_rate``.
 
     """
+    return _whole(hedge_chunks(rows, rate, seed, peak_rate=peak_rate))
+
+
+def hedge_chunks(
+    rows: int,
+    rate: float,
+    seed: int,
+    *,
+    peak_rate: float = HEDGE_PEAK_RATE,
+    ts_only: bool = False,
+) -> Iterator[list[pa.Table]]:
+    """:func:`hedge`'s trades, whole buckets of about :data:`CHUNK_ROWS` rows at a time.
+
+    The rate profile and the price walks (a few values per bucket, and buckets are at most
+    2**17) are drawn first, by chunk 0's generator; each chunk then draws its trades. With
+    ``ts_only`` the tables hold only their ``ts`` column (what a join's cost needs).
+    """
     _check_stream(rows, rate)
     if not (rate < peak_rate and math.isfinite(peak_rate)):
         msg = f"hedge: mean rate {rate} t/s must be below a finite peak_rate, got {peak_rate}"
         raise ValueError(msg)
-    rng = _rng(seed)
+    rng = _chunk_rng(seed, 0)
     span_ms = rows * 1000.0 / rate
     bucket_ms = max(_HEDGE_BUCKET_MS, math.ceil(span_ms / _HEDGE_MAX_BUCKETS))
     n_buckets = max(1, math.ceil(span_ms / bucket_ms))
     profile = _bursty_profile(rng, n_buckets, bucket_ms)
     counts = _fill(profile, rows, peak_rate * bucket_ms / 1000.0)
-    bucket = np.repeat(np.arange(n_buckets, dtype=np.int64), counts)
-    offset_ms = rng.integers(0, bucket_ms, rows, dtype=np.int64)
-    ts = np.sort(HEDGE_START_MS + bucket * bucket_ms + offset_ms)
-
     symbols = pa.array(list(HEDGE_AVG_PRICES), type=pa.string())
     avg_prices = np.array(list(HEDGE_AVG_PRICES.values()))
-    symbol = rng.choice(len(symbols), size=rows, p=_HEDGE_TRADE_SHARES)
     reversion_buckets = max(1.0, _HEDGE_REVERSION_MS / bucket_ms)
-    deviation = _mean_reverting(rng, len(symbols), n_buckets, reversion_buckets)
-    # ts is sorted and bucket is non-decreasing, so row i's bucket is still bucket[i].
-    deviation_at = deviation[symbol, bucket] + rng.normal(0.0, _HEDGE_TICK_NOISE, rows)
-    avg_price = avg_prices[symbol]
-    price = np.round(avg_price * (1.0 + deviation_at), 2)
-    return [
-        pa.table(
-            {
-                "ts": ts,
-                "symbol": symbols.take(symbol),
-                "price": price,
-                "avg_price": avg_price,
-            }
-        )
-    ]
+    deviation: NDArray[np.float64] | None = None
+    for k, (first, stop) in enumerate(_bucket_spans(counts)):
+        if k:
+            rng = _chunk_rng(seed, k)
+        bucket = np.repeat(np.arange(first, stop, dtype=np.int64), counts[first:stop])
+        n = len(bucket)
+        offset_ms = rng.integers(0, bucket_ms, n, dtype=np.int64)
+        ts = np.sort(HEDGE_START_MS + bucket * bucket_ms + offset_ms)
+        if ts_only:
+            yield [pa.table({"ts": ts})]
+            continue
+        symbol = rng.choice(len(symbols), size=n, p=_HEDGE_TRADE_SHARES)
+        if deviation is None:  # drawn after chunk 0's symbols: one chunk draws as it always did
+            deviation = _mean_reverting(rng, len(symbols), n_buckets, reversion_buckets)
+        # ts is sorted and bucket is non-decreasing, so row i's bucket is still bucket[i].
+        deviation_at = deviation[symbol, bucket] + rng.normal(0.0, _HEDGE_TICK_NOISE, n)
+        avg_price = avg_prices[symbol]
+        price = np.round(avg_price * (1.0 + deviation_at), 2)
+        yield [
+            pa.table(
+                {
+                    "ts": ts,
+                    "symbol": symbols.take(symbol),
+                    "price": price,
+                    "avg_price": avg_price,
+                }
+            )
+        ]
 
 
 def tweets(
@@ -219,6 +272,13 @@ def tweets(
         ValueError: An argument is out of range.
 
     """
+    return _whole(tweets_chunks(rows, rate, seed, vocabulary, hashtags))
+
+
+def tweets_chunks(
+    rows: int, rate: float, seed: int, vocabulary: int = 2000, hashtags: int = 50
+) -> Iterator[list[pa.Table]]:
+    """:func:`tweets`, :data:`CHUNK_ROWS` tweets at a time."""
     _check_stream(rows, rate)
     if vocabulary < 1:
         msg = f"tweets: vocabulary must be >= 1 words, got {vocabulary}"
@@ -226,28 +286,36 @@ def tweets(
     if hashtags < 0:
         msg = f"tweets: hashtags must be >= 0, got {hashtags}"
         raise ValueError(msg)
-    rng = _rng(seed)
-    gaps_ms = rng.exponential(1000.0 / rate, rows)
-    ts = np.floor(np.cumsum(gaps_ms) - gaps_ms[:1]).astype(np.int64)
+    users, words, tags = _Zipf.of(_TWEET_USERS), _Zipf.of(vocabulary), _Zipf.of(max(hashtags, 1))
     user_names = pa.array([f"u{rank}" for rank in range(1, _TWEET_USERS + 1)])
-    user = user_names.take(_zipf(rng, _TWEET_USERS, rows))
-
-    lengths = rng.integers(_TWEET_MIN_TOKENS, _TWEET_MAX_TOKENS + 1, rows, dtype=np.int64)
-    n_tokens = int(lengths.sum())
-    hashtag_share = _TWEET_HASHTAG_SHARE if hashtags else 0.0
-    is_hashtag = rng.random(n_tokens) < hashtag_share
-    token = np.empty(n_tokens, dtype=np.int64)
-    token[~is_hashtag] = _zipf(rng, vocabulary, n_tokens - int(is_hashtag.sum()))
-    # Hashtag codes follow the vocabulary's in token_names.
-    token[is_hashtag] = vocabulary + _zipf(rng, max(hashtags, 1), int(is_hashtag.sum()))
     token_names = pa.array(
         [f"w{rank}" for rank in range(1, vocabulary + 1)]
         + [f"#tag{rank}" for rank in range(1, hashtags + 1)]
     )
-    tokens = token_names.take(token)
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
-    tweet = pc.binary_join(pa.LargeListArray.from_arrays(offsets, tokens), " ")
-    return [pa.table({"ts": ts, "user": user, "tweet": tweet})]
+    hashtag_share = _TWEET_HASHTAG_SHARE if hashtags else 0.0
+    arrived = 0.0  # ms from the first tweet's gap to the last tweet made
+    first_gap = 0.0
+    for k, (start, stop) in enumerate(_spans(rows)):
+        rng, n = _chunk_rng(seed, k), stop - start
+        gaps_ms = rng.exponential(1000.0 / rate, n)
+        if start == 0 and n:
+            first_gap = float(gaps_ms[0])  # the first tweet arrives at ts 0
+        arrival_ms = np.cumsum(gaps_ms) + arrived
+        arrived = float(arrival_ms[-1]) if n else arrived
+        ts = np.floor(arrival_ms - first_gap).astype(np.int64)
+        user = user_names.take(users.draw(rng, n))
+
+        lengths = rng.integers(_TWEET_MIN_TOKENS, _TWEET_MAX_TOKENS + 1, n, dtype=np.int64)
+        n_tokens = int(lengths.sum())
+        is_hashtag = rng.random(n_tokens) < hashtag_share
+        token = np.empty(n_tokens, dtype=np.int64)
+        token[~is_hashtag] = words.draw(rng, n_tokens - int(is_hashtag.sum()))
+        # Hashtag codes follow the vocabulary's in token_names.
+        token[is_hashtag] = vocabulary + tags.draw(rng, int(is_hashtag.sum()))
+        tokens = token_names.take(token)
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        tweet = pc.binary_join(pa.LargeListArray.from_arrays(offsets, tokens), " ")
+        yield [pa.table({"ts": ts, "user": user, "tweet": tweet})]
 
 
 GENERATORS: dict[str, Callable[..., list[pa.Table]]] = {
@@ -256,6 +324,13 @@ GENERATORS: dict[str, Callable[..., list[pa.Table]]] = {
     "tweets": tweets,
 }
 """Generators by the name of the catalog operator (or family) they feed."""
+
+CHUNKED: dict[str, Callable[..., Iterator[list[pa.Table]]]] = {
+    "scalejoin": scalejoin_chunks,
+    "hedge": hedge_chunks,
+    "tweets": tweets_chunks,
+}
+"""The same generators a chunk at a time: each chunk is one table per stream."""
 
 DEFAULT_ROWS: dict[str, int] = {"scalejoin": 10_000, "hedge": 5_000, "tweets": 10_000}
 """Rows per stream ``stretch generate`` writes by default: a replay of each with the
@@ -275,32 +350,73 @@ def _check_stream(rows: int, rate: float) -> None:
         raise ValueError(msg)
 
 
-def _rng(seed: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(seed))
+def _whole(chunks: Iterator[list[pa.Table]]) -> list[pa.Table]:
+    """The chunks' tables joined, one table per stream."""
+    streams = list(zip(*chunks, strict=True))
+    return [table[0] if len(table) == 1 else pa.concat_tables(table) for table in streams]
 
 
-def _zipf(rng: np.random.Generator, ranks: int, size: int) -> NDArray[np.int64]:
-    """Draw 0-based ranks in ``[0, ranks)`` with P(k) proportional to 1 / (k + 1)^s.
+def _spans(rows: int) -> Iterator[tuple[int, int]]:
+    """The row ranges of the chunks; one empty range for no rows."""
+    yield from ((start, min(start + CHUNK_ROWS, rows)) for start in range(0, rows, CHUNK_ROWS))
+    if rows == 0:
+        yield 0, 0
 
-    Walker's alias method: O(ranks) to build the table, O(1) a draw; a binary search of
-    the CDF per draw is several times slower on tweets' ten million tokens.
+
+def _bucket_spans(counts: NDArray[np.int64]) -> Iterator[tuple[int, int]]:
+    """Bucket ranges of at least :data:`CHUNK_ROWS` rows each (the last one: the rest)."""
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    first = 0
+    while True:
+        stop = int(np.searchsorted(bounds, bounds[first] + CHUNK_ROWS, side="left"))
+        if stop >= len(counts) or bounds[stop] >= bounds[-1]:
+            yield first, len(counts)
+            return
+        yield first, stop
+        first = stop
+
+
+def _chunk_rng(seed: int, chunk: int) -> np.random.Generator:
+    """The generator of chunk ``chunk``: PCG64(seed), jumped ``chunk`` times."""
+    bits = np.random.PCG64(seed)
+    return np.random.Generator(bits.jumped(chunk) if chunk else bits)
+
+
+@dataclass(frozen=True, slots=True)
+class _Zipf:
+    """Walker's alias table over 0-based ranks, P(k) proportional to 1 / (k + 1)^s.
+
+    O(ranks) to build, O(1) a draw; a binary search of the CDF per draw is several times
+    slower on tweets' ten million tokens.
     """
-    weights = np.arange(1, ranks + 1, dtype=np.float64) ** -_ZIPF_EXPONENT
-    keep = weights * (ranks / weights.sum())
-    alias = np.arange(ranks, dtype=np.int64)
-    small = [k for k in range(ranks) if keep[k] < 1.0]
-    large = [k for k in range(ranks) if keep[k] >= 1.0]
-    while small and large:
-        short, tall = small.pop(), large[-1]
-        alias[short] = tall
-        keep[tall] -= 1.0 - keep[short]
-        if keep[tall] < 1.0:
-            small.append(large.pop())
-    # Ranks left in either list hold (up to rounding) exactly one share: never aliased.
-    keep[small + large] = 1.0
-    column = rng.integers(0, ranks, size, dtype=np.int64)
-    drawn: NDArray[np.int64] = np.where(rng.random(size) < keep[column], column, alias[column])
-    return drawn
+
+    keep: NDArray[np.float64]
+    alias: NDArray[np.int64]
+
+    @classmethod
+    def of(cls, ranks: int) -> _Zipf:
+        weights = np.arange(1, ranks + 1, dtype=np.float64) ** -_ZIPF_EXPONENT
+        keep = weights * (ranks / weights.sum())
+        alias = np.arange(ranks, dtype=np.int64)
+        small = [k for k in range(ranks) if keep[k] < 1.0]
+        large = [k for k in range(ranks) if keep[k] >= 1.0]
+        while small and large:
+            short, tall = small.pop(), large[-1]
+            alias[short] = tall
+            keep[tall] -= 1.0 - keep[short]
+            if keep[tall] < 1.0:
+                small.append(large.pop())
+        # Ranks left in either list hold (up to rounding) exactly one share: never aliased.
+        keep[small + large] = 1.0
+        return cls(keep, alias)
+
+    def draw(self, rng: np.random.Generator, size: int) -> NDArray[np.int64]:
+        """``size`` ranks in ``[0, ranks)``."""
+        column = rng.integers(0, len(self.keep), size, dtype=np.int64)
+        drawn: NDArray[np.int64] = np.where(
+            rng.random(size) < self.keep[column], column, self.alias[column]
+        )
+        return drawn
 
 
 def _bursty_profile(

@@ -527,9 +527,37 @@ def test_generate_warns_before_a_large_join_and_reports_long_runs(
     stages = capsys.readouterr().err.splitlines()
     assert [line.split("] ", 1)[1] for line in stages] == [
         "generating 1,000,000 rows per stream of tweets",
-        f"writing {big}",
+        "wrote 1,000,000 of 1,000,000 rows per stream",
         "done",
     ]
+
+
+def test_generate_writes_a_chunk_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Memory does not grow with --rows: the streams are made and written in chunks."""
+    monkeypatch.setattr(generate, "CHUNK_ROWS", 1000)
+    monkeypatch.setattr(cli, "PROGRESS_ROWS", 1)
+    out = tmp_path / "s.parquet"
+    args = ["generate", "scalejoin", "--rows", "2500", "--seed", "3", "--output", str(out)]
+    assert main(args) == 0
+    stages = [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()]
+    assert stages[2:] == [f"wrote {n:,} of 2,500 rows per stream" for n in (1000, 2000, 2500)] + [
+        "done"
+    ]
+    files = [tmp_path / "s_l.parquet", tmp_path / "s_r.parquet"]
+    expected = generate.scalejoin(2500, 1000.0, 3)
+    assert all(read_table(f).equals(t) for f, t in zip(files, expected, strict=True))
+    assert [pq.ParquetFile(f).metadata.num_row_groups for f in files] == [3, 3]
+    # A join refused over several chunks (each longer than hedge's window, as the default
+    # chunks are) is refused before a file is written.
+    monkeypatch.setattr(generate, "CHUNK_ROWS", 50_000)
+    trades = tmp_path / "t.arrow"
+    args = ["generate", "hedge", "--rows", "200000", "--output", str(trades)]
+    capsys.readouterr()
+    assert main(args) == 2
+    assert "'hedge' over these 200000 rows" in capsys.readouterr().err
+    assert sorted(tmp_path.iterdir()) == files
 
 
 def test_bench_runs_the_experiment_scripts() -> None:

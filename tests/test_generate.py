@@ -9,19 +9,24 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.typing import NDArray
 
+from stretch import generate
 from stretch.generate import (
+    CHUNKED,
     DEFAULT_ROWS,
     GENERATORS,
     HEDGE_AVG_PRICES,
     HEDGE_PEAK_RATE,
     HEDGE_START_MS,
     hedge,
+    hedge_chunks,
     scalejoin,
     tweets,
 )
-from stretch.join_estimate import estimate_join
+from stretch.join_estimate import estimate_chunks, estimate_join
 
 SCHEMAS = {
     "scalejoin": [
@@ -59,6 +64,100 @@ def ts_of(table: pa.Table) -> NDArray[np.int64]:
 
 def test_generators_are_named_after_their_operators() -> None:
     assert {"scalejoin": scalejoin, "hedge": hedge, "tweets": tweets} == GENERATORS
+    assert set(CHUNKED) == set(GENERATORS)
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Chunks of 1,000 rows, so that a few thousand rows take several."""
+    monkeypatch.setattr(generate, "CHUNK_ROWS", 1000)
+    return 1000
+
+
+VALUES = {"scalejoin": "x", "hedge": "price", "tweets": "tweet"}
+
+
+@names
+def test_a_stream_is_made_a_chunk_at_a_time(name: str, small_chunks: int) -> None:
+    chunks = list(CHUNKED[name](4500, 300.0, 5))
+    assert len(chunks) > 2
+    assert all(chunk[0].num_rows >= small_chunks for chunk in chunks[:-1])
+    joined = [pa.concat_tables(stream) for stream in zip(*chunks, strict=True)]
+    whole = GENERATORS[name](4500, 300.0, 5)
+    assert all(a.equals(b) for a, b in zip(joined, whole, strict=True))
+    assert [table.schema for table in whole] == SCHEMAS[name]
+    assert all(np.all(np.diff(ts_of(table)) >= 0) for table in whole)  # across chunks too
+    # Each chunk draws from its own generator: the second does not repeat the first.
+    column = VALUES[name]
+    assert chunks[0][0][column][:50] != chunks[1][0][column][:50]
+    if name != "tweets":  # the joins' estimates read only ts
+        ts = list(CHUNKED[name](4500, 300.0, 5, ts_only=True))
+        assert [[t.column_names for t in c] for c in ts] == [[["ts"]] * len(whole)] * len(chunks)
+        assert [[t["ts"] for t in c] for c in ts] == [[t["ts"] for t in c] for c in chunks]
+
+
+def test_hedge_chunks_hold_whole_seconds_and_keep_the_rate(small_chunks: int) -> None:
+    chunks = [chunk for (chunk,) in hedge_chunks(20_000, 500.0, 3)]
+    assert len(chunks) > 5
+    seconds = [(ts_of(chunk) - HEDGE_START_MS) // 1000 for chunk in chunks]
+    assert all(a[-1] < b[0] for a, b in zip(seconds, seconds[1:], strict=False))  # none split
+    assert np.bincount(np.concatenate(seconds)).max() <= HEDGE_PEAK_RATE + 1
+
+
+def test_tweets_arrive_on_across_chunks(small_chunks: int) -> None:
+    (table,) = tweets(5000, 50.0, 2)
+    ts = ts_of(table)
+    assert ts[0] == 0
+    assert np.all(np.diff(ts) >= 0)
+    gaps = np.diff(ts)
+    # Poisson arrivals at 50/s: the gaps at each chunk's edge are like the others
+    edges = gaps[small_chunks - 1 :: small_chunks]
+    assert edges.max() < 40 * gaps.mean()
+    assert abs(len(ts) / (ts[-1] / 1000.0) - 50.0) < 5.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    left=st.lists(st.integers(-40, 40), max_size=60),
+    right=st.lists(st.integers(-40, 40), max_size=60),
+    cuts=st.lists(st.integers(0, 60), max_size=6),
+    ws=st.integers(0, 30),
+)
+def test_estimate_chunks_counts_the_pairs_within_the_window_exactly(
+    left: list[int], right: list[int], cuts: list[int], ws: int
+) -> None:
+    """Any chunking of the streams gives the count of a brute force over them whole."""
+    ts_l, ts_r = np.sort(np.array(left, dtype=np.int64)), np.sort(np.array(right, dtype=np.int64))
+
+    def chunked(ts: NDArray[np.int64]) -> list[pa.Table]:
+        bounds = [0, *sorted(c for c in cuts if c < len(ts)), len(ts)]
+        return [pa.table({"ts": ts[a:b]}) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+    chunks_l, chunks_r = chunked(ts_l), chunked(ts_r)
+    # the streams' chunks go in pairs; the shorter list is padded with empty chunks
+    empty = pa.table({"ts": pa.array([], pa.int64())})
+    pairs = max(len(chunks_l), len(chunks_r))
+    chunks_l += [empty] * (pairs - len(chunks_l))
+    chunks_r += [empty] * (pairs - len(chunks_r))
+    estimate = estimate_chunks(
+        "scalejoin", lambda *, ts_only: iter(zip(chunks_l, chunks_r, strict=True)), ws
+    )
+    assert estimate.comparisons == int((np.abs(ts_l[:, None] - ts_r[None, :]) <= ws).sum())
+
+
+@pytest.mark.parametrize("name", ["scalejoin", "hedge"])
+def test_estimate_chunks_matches_the_estimate_over_whole_tables(
+    name: str, small_chunks: int
+) -> None:
+    rate = 1000.0 if name == "scalejoin" else 200.0
+    tables = GENERATORS[name](6000, rate, 1)
+    whole = estimate_join(name, tables, 2000)
+    chunked = estimate_chunks(
+        name, lambda *, ts_only: CHUNKED[name](6000, rate, 1, ts_only=ts_only), 2000
+    )
+    assert chunked.comparisons == whole.comparisons
+    # hedge samples its match rate within each chunk, where whole tables have one
+    assert abs(chunked.pairs - whole.pairs) <= (0 if name == "scalejoin" else 0.1 * whole.pairs)
 
 
 @names
