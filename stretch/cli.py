@@ -64,6 +64,9 @@ log = logging.getLogger("stretch")
 PROGRESS_ROWS = 1_000_000
 """Rows per stream from which ``stretch generate`` reports its stages on stderr."""
 
+PROGRESS_INTERVAL_S = 1.0
+"""The least time between two of ``stretch generate``'s lines on the rows written so far."""
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status.
@@ -891,7 +894,8 @@ def _generate(args: argparse.Namespace) -> int:
             for writer, table in zip(writers, tables, strict=True):
                 writer.write(table)
             written += tables[0].num_rows
-            progress.stage(f"wrote {written:,} of {rows:,} rows per stream")
+            line = f"wrote {written:,} of {rows:,} rows per stream"
+            progress.stage(line, at_most_every_s=0.0 if written == rows else PROGRESS_INTERVAL_S)
             tables = None
             tables = next(made, None)
     for path in paths:
@@ -906,10 +910,13 @@ class _GenerateProgress:
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self.start = time.perf_counter()
+        self.last = -math.inf
 
-    def stage(self, what: str) -> None:
-        if self.enabled:
-            elapsed_s = time.perf_counter() - self.start
+    def stage(self, what: str, *, at_most_every_s: float = 0.0) -> None:
+        """Print ``what``, unless a line went out less than ``at_most_every_s`` ago."""
+        elapsed_s = time.perf_counter() - self.start
+        if self.enabled and elapsed_s - self.last >= at_most_every_s:
+            self.last = elapsed_s
             sys.stderr.write(f"[{elapsed_s:6.1f} s] {what}\n")
             sys.stderr.flush()
 

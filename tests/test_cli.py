@@ -538,6 +538,7 @@ def test_generate_writes_a_chunk_at_a_time(
     """Memory does not grow with --rows: the streams are made and written in chunks."""
     monkeypatch.setattr(generate, "CHUNK_ROWS", 1000)
     monkeypatch.setattr(cli, "PROGRESS_ROWS", 1)
+    monkeypatch.setattr(cli, "PROGRESS_INTERVAL_S", 0.0)
     out = tmp_path / "s.parquet"
     args = ["generate", "scalejoin", "--rows", "2500", "--seed", "3", "--output", str(out)]
     assert main(args) == 0
