@@ -14,24 +14,37 @@ from pyspark.sql import SparkSession
 
 from stretch.spark.source import register
 
-__all__ = ["local_session"]
+__all__ = ["JAVA_OPTIONS", "local_session"]
+
+JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+"""The driver JVM's options for a job that moves rows to and from the sidecar.
+
+Its JIT compiles with the quick tier (C1) only: such a job leaves the JVM little work per
+row (Arrow batches to and from Python workers), and on a few cores the optimizing tier
+(C2) spends more of them compiling than its code gives back (docs/spark.md, "Cost"). A
+query that computes in the JVM (a join in Spark SQL) runs faster with the default JIT:
+pass ``java_options=""`` for it."""
 
 
-def local_session(app_name: str = "stretch", master: str = "local[*]") -> SparkSession:
+def local_session(
+    app_name: str = "stretch", master: str = "local[*]", java_options: str = JAVA_OPTIONS
+) -> SparkSession:
     """A Spark session on this machine with the ``stretch`` data source registered.
 
     Args:
         app_name: The application's name.
         master: The Spark master (``local[*]``: every core of this machine).
+        java_options: The driver JVM's extra options (``spark.driver.extraJavaOptions``;
+            none if empty).
 
     Returns:
-        The session (``getOrCreate``: an active one is reused).
+        The session (``getOrCreate``: an active one is reused, its options unchanged).
 
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = (
+    builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.driver.host", "127.0.0.1")
@@ -42,8 +55,10 @@ def local_session(app_name: str = "stretch", master: str = "local[*]") -> SparkS
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.sql.streaming.noDataProgressEventInterval", "1000")
-        .getOrCreate()
     )
+    if java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", java_options)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
