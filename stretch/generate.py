@@ -45,8 +45,9 @@ __all__ = [
 ]
 
 CHUNK_ROWS = 1 << 20
-"""Rows per stream made at a time (hedge: whole 1-second buckets, so a chunk may hold up to
-one bucket more); tweets take about 400 bytes a row while made, the others about 100."""
+"""Rows per stream made at a time (hedge: whole buckets of its rate profile, so a chunk may
+hold up to one bucket more); tweets take about 400 bytes a row while made, the others about
+100."""
 
 VALUE_LOW = 1
 """Section 8.3: x, y, a and b are uniform in [VALUE_LOW, VALUE_HIGH]."""
@@ -200,9 +201,11 @@ def hedge_chunks(
 ) -> Iterator[list[pa.Table]]:
     """:func:`hedge`'s trades, whole buckets of about :data:`CHUNK_ROWS` rows at a time.
 
-    The rate profile and the price walks (a few values per bucket, and buckets are at most
-    2**17) are drawn first, by chunk 0's generator; each chunk then draws its trades. With
-    ``ts_only`` the tables hold only their ``ts`` column (what a join's cost needs).
+    Chunk 0's generator draws the rate profile first and the price walks (a few values per
+    bucket, and buckets are at most 2**17) after its own trades' times and symbols, so a
+    stream of one chunk draws as the whole stream always did; each later chunk draws its
+    trades. With ``ts_only`` the tables hold only their ``ts`` column (what a join's cost
+    needs).
     """
     _check_stream(rows, rate)
     if not (rate < peak_rate and math.isfinite(peak_rate)):
