@@ -45,6 +45,7 @@ from stretch.join_estimate import (
     REFUSE_COMPARISONS,
     REFUSE_PAIRS,
     estimate_chunks,
+    estimate_join,
 )
 from stretch.model.schema import TS, ColumnType, Schema, conform
 from stretch.model.sn import run_sn
@@ -853,7 +854,7 @@ def _generate(args: argparse.Namespace) -> int:
         msg = f"--rate must be a positive, finite number of tuples/s, got {args.rate}"
         raise InputError(msg)
     rows = DEFAULT_ROWS[args.kind] if args.rows is None else args.rows
-    progress = _GenerateProgress(rows >= PROGRESS_ROWS)
+    progress = _StageLines(rows >= PROGRESS_ROWS)
     progress.stage(f"generating {rows:,} rows per stream of {args.kind}")
 
     def chunks(*, ts_only: bool = False) -> Iterator[list[pa.Table]]:
@@ -875,7 +876,7 @@ def _generate(args: argparse.Namespace) -> int:
     if args.kind in DEFAULT_WS_MS:
         progress.stage("estimating the join's work")
         if len(first[0]) == rows:  # the chunk in hand is all there is: not made again
-            estimate = estimate_chunks(args.kind, lambda *, ts_only, whole=first: iter([whole]))
+            estimate = estimate_join(args.kind, first)
         else:
             estimate = estimate_chunks(args.kind, chunks)
         if estimate.refused and not args.force:
@@ -904,8 +905,8 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-class _GenerateProgress:
-    """Stage lines on stderr with the seconds since the start, for long runs only."""
+class _StageLines:
+    """Stage lines on stderr with the seconds since the start (``generate``, ``warm``)."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
@@ -1030,17 +1031,13 @@ def _pipeline(args: argparse.Namespace) -> int:
 
 
 def _warm(args: argparse.Namespace) -> int:
-    started = time.perf_counter()
-
-    def say(line: str) -> None:
-        sys.stderr.write(f"[{time.perf_counter() - started:6.1f} s] {line}\n")
-
+    stages = _StageLines(enabled=True)
     try:
-        warm(main, say)
+        warm(main, stages.stage)
     except RuntimeError as exc:
         sys.stderr.write(f"stretch: warm failed: {exc}\n")
         return 1
-    say("done: the kernels are in Numba's cache")
+    stages.stage("done: the kernels are in Numba's cache")
     return 0
 
 
