@@ -58,7 +58,8 @@ def spark_query(kind: str, left: Path, right: Path, output: Path, ws_ms: int) ->
 
     # Spark's own join computes in the JVM: the default JIT is faster for it than the quick
     # tier our pipeline's session uses (2 x 500k rows, both orders: batch 1.11x-1.27x and
-    # stream 1.24x-1.31x the time with the quick tier).
+    # stream 1.24x-1.31x the time with the quick tier). It maps the archive of Spark's
+    # classes that `stretch warm` built, as our pipeline's session does.
     spark = local_session("bucketed-band-join", java_options="")
     if kind == "stream":
         read = spark.readStream.option("maxFilesPerTrigger", 1)

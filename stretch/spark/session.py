@@ -12,6 +12,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from stretch.spark.class_archive import options as archive_options
 from stretch.spark.source import register
 
 __all__ = ["JAVA_OPTIONS", "local_session"]
@@ -27,7 +28,11 @@ pass ``java_options=""`` for it."""
 
 
 def local_session(
-    app_name: str = "stretch", master: str = "local[*]", java_options: str = JAVA_OPTIONS
+    app_name: str = "stretch",
+    master: str = "local[*]",
+    java_options: str = JAVA_OPTIONS,
+    *,
+    class_archive: bool = True,
 ) -> SparkSession:
     """A Spark session on this machine with the ``stretch`` data source registered.
 
@@ -36,6 +41,8 @@ def local_session(
         master: The Spark master (``local[*]``: every core of this machine).
         java_options: The driver JVM's extra options (``spark.driver.extraJavaOptions``;
             none if empty).
+        class_archive: Start the JVM with the archive of Spark's classes that ``stretch
+            warm`` builds, where there is one (``stretch.spark.class_archive``).
 
     Returns:
         The session (``getOrCreate``: an active one is reused, its options unchanged).
@@ -56,8 +63,9 @@ def local_session(
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.sql.streaming.noDataProgressEventInterval", "1000")
     )
-    if java_options:
-        builder = builder.config("spark.driver.extraJavaOptions", java_options)
+    options = f"{java_options} {archive_options() if class_archive else ''}".strip()
+    if options:
+        builder = builder.config("spark.driver.extraJavaOptions", options)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)

@@ -1,13 +1,111 @@
-"""The local session's driver JVM compiles with the quick JIT tier only (``JAVA_OPTIONS``)."""
+"""The local session's driver JVM: the quick JIT tier, and the archive of Spark's classes."""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
 from pyspark.sql import SparkSession
 
+from stretch import cli
+from stretch.spark import class_archive, class_archive_job
+from stretch.spark.class_archive import archive_path, options
+from stretch.spark.class_archive_job import build
 from stretch.spark.session import JAVA_OPTIONS
 
 
-def test_the_local_driver_jvm_takes_the_quick_jit_tier(spark: SparkSession) -> None:
+def jvm_arguments(spark: SparkSession) -> list[str]:
     runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    return list(runtime.getInputArguments())
+
+
+def test_the_local_driver_jvm_takes_the_quick_jit_tier(spark: SparkSession) -> None:
     assert JAVA_OPTIONS == "-XX:TieredStopAtLevel=1"
-    assert JAVA_OPTIONS in list(runtime.getInputArguments())
+    assert JAVA_OPTIONS in jvm_arguments(spark)
+
+
+def test_the_local_driver_jvm_maps_the_archive_that_warm_built(spark: SparkSession) -> None:
+    """``./dev install`` runs ``stretch warm``, which builds the archive; a session uses it."""
+    sharing = [arg for arg in jvm_arguments(spark) if arg.startswith("-XX:SharedArchiveFile=")]
+    if options():
+        assert sharing == [f"-XX:SharedArchiveFile={archive_path()}"]
+    else:  # no archive checked here (a plain pip install without stretch warm)
+        assert sharing == []
+
+
+class FakeJobs:
+    """``subprocess.run`` for ``build``'s two steps: archive (writes the file) and check."""
+
+    def __init__(self, check_status: int = 0) -> None:
+        self.check_status = check_status
+        self.steps: list[str] = []
+
+    def __call__(self, args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        step, partial = args[-2], Path(args[-1])
+        self.steps.append(step)
+        assert kwargs["timeout"] > 0
+        if step == "archive":
+            partial.write_bytes(b"classes")
+            return subprocess.CompletedProcess(args, 0, "", "")
+        return subprocess.CompletedProcess(args, self.check_status, "", "no sharing\n")
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    return tmp_path / "stretch"
+
+
+def test_build_puts_the_archive_in_place_once_a_session_used_it(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs = FakeJobs()
+    monkeypatch.setattr(class_archive_job.subprocess, "run", jobs)
+    assert archive_path().parent == cache
+    assert options() == ""  # none built yet
+    stale = cache / "spark-4.0.0-0123456789ab.jsa"  # for other jars: goes
+    cache.mkdir()
+    stale.write_bytes(b"old")
+    path = build()
+    assert jobs.steps == ["archive", "check"]
+    assert path == archive_path()
+    assert path.read_bytes() == b"classes"
+    assert options() == f"-XX:SharedArchiveFile={path} {class_archive.QUIET}"
+    path.write_bytes(b"cut")  # not the file the check used: a JVM could crash on it
+    assert options() == ""
+    assert sorted(p.name for p in cache.iterdir()) == [path.name, f"{path.name}.checked"]
+
+
+def test_an_archive_no_session_could_use_is_not_put_in_place(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(class_archive_job.subprocess, "run", FakeJobs(check_status=1))
+    with pytest.raises(RuntimeError, match=r"check, status 1\): no sharing"):
+        build()
+    assert not archive_path().exists()
+    assert options() == ""
+    assert list(cache.iterdir()) == []
+
+
+def test_warm_builds_the_archive_once_and_goes_on_without_one(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli, "warm", lambda run, say: None)  # the kernels: tests/test_cli.py
+    jobs = FakeJobs()
+    monkeypatch.setattr(class_archive_job.subprocess, "run", jobs)
+    assert cli._warm(SimpleNamespace(skip_spark=False)) == 0
+    assert f"done: Spark's classes are in {archive_path()}" in capsys.readouterr().err
+    assert cli._warm(SimpleNamespace(skip_spark=False)) == 0
+    assert "Spark's classes were archived already" in capsys.readouterr().err
+    assert jobs.steps == ["archive", "check"]
+    archive_path().unlink()
+    monkeypatch.setattr(class_archive_job.subprocess, "run", FakeJobs(check_status=1))
+    assert cli._warm(SimpleNamespace(skip_spark=False)) == 0  # only a quicker start is lost
+    assert "no archive of Spark's classes: no Spark class archive (check" in (
+        capsys.readouterr().err
+    )
+    assert cli._warm(SimpleNamespace(skip_spark=True)) == 0
+    assert "Spark" not in capsys.readouterr().err
