@@ -164,7 +164,8 @@ class Autoscaler:
             self._cooling -= 1
             self._asked_down = 0
             if decision.parallelism != m:
-                why = f"cooling down after a change ({self._cooling + 1} periods left)"
+                left = self._cooling + 1
+                why = f"cooling down after a change ({left} period{'s' if left > 1 else ''} left)"
                 return Decision(m, "hold", f"{why}: {decision.reason}", decision.load)
             return decision
         if decision.kind != "decommission":

@@ -244,7 +244,8 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--output",
         metavar="PATH",
-        help="output file (format by extension); CSV on stdout if omitted",
+        help="output file (format by extension; missing folders are made, an --input is "
+        "refused); CSV on stdout if omitted",
     )
     replay.add_argument(
         "--operators",
@@ -325,7 +326,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         required=True,
         metavar="PATH",
-        help="output file per stream; with one PATH for scalejoin, writes PATH's stem + _l and _r",
+        help="output file per stream (missing folders are made); with one PATH for scalejoin, "
+        "writes PATH's stem + _l and _r",
     )
     generate.add_argument(
         "--force",
@@ -622,6 +624,8 @@ def _replay(args: argparse.Namespace) -> int:
             raise InputError(msg)
     for name in load_operators(args.operators):
         log.info("loaded operator %r", name)
+    if args.output is not None:
+        _refuse_output_over_input(args.output, args.input)
     writer = None if args.output is None else TableWriter(args.output)  # before any work
     schedule = [_split_reconfigure(text) for text in args.reconfigure]
     if schedule and args.runtime != "vsn":
@@ -637,7 +641,10 @@ def _replay(args: argparse.Namespace) -> int:
     if shared:
         files, args.input = files * op.n_inputs, args.input * op.n_inputs
     if len(files) != op.n_inputs:
-        msg = f"operator {op.name!r} takes {op.n_inputs} input file(s), got {len(files)}"
+        takes = str(op.n_inputs)
+        if CATALOG[args.operator].one_stream:
+            takes = f"1 (fed to each of its {op.n_inputs} streams) or {takes}"
+        msg = f"operator {op.name!r} takes {takes} input file(s), got {len(files)}"
         raise InputError(msg)
     for file, schema, path in zip(files, op.inputs, args.input, strict=True):
         # The columns and the first rows, before the run: later rows are checked as read.
@@ -694,6 +701,15 @@ def _replay(args: argparse.Namespace) -> int:
         elapsed,
     )
     return 0
+
+
+def _refuse_output_over_input(output: str, inputs: Sequence[str]) -> None:
+    """Refuse an ``--output`` that is one of the ``--input`` files (it would replace it)."""
+    for path in inputs:
+        with contextlib.suppress(OSError):  # a missing input is reported when it is opened
+            if os.path.samefile(output, path):
+                msg = f"--output {output} is also an --input: write the output elsewhere"
+                raise InputError(msg)
 
 
 def _params(texts: Sequence[str]) -> dict[str, str]:

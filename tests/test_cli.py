@@ -490,6 +490,11 @@ def test_missing_file_and_wrong_input_count(tmp_path: Path) -> None:
     assert_clean_error(
         stretch("replay", "scalejoin", "--input", str(data)), "takes 2 input file(s), got 1"
     )
+    three = ["--input", str(data)] * 3
+    assert_clean_error(
+        stretch("replay", "hedge", *three),
+        "'hedge' takes 1 (fed to each of its 2 streams) or 2 input file(s), got 3",
+    )
 
 
 def test_generate_rejects_bad_arguments(tmp_path: Path) -> None:
@@ -920,6 +925,20 @@ def test_an_output_of_unknown_format_is_refused_before_the_input_is_read(
     assert main(argv) == 2
     error = capsys.readouterr().err
     assert "unknown extension '.txt'" in error and "not-there" not in error
+
+
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(
+    scalejoin_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    left, right = scalejoin_files
+    copy = tmp_path / "l.csv"
+    copy.write_bytes(left.read_bytes())
+    link = tmp_path / "link.csv"
+    link.symlink_to(copy)
+    for output in (copy, link):
+        args = ["replay", "scalejoin", "--input", str(copy), "--input", str(right)]
+        assert_clean_error(stretch(*args, "--output", str(output)), f"--output {output} is also")
+    assert copy.read_bytes() == left.read_bytes()
 
 
 def test_warm_replays_every_operator_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:

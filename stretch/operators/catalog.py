@@ -566,8 +566,8 @@ def _own_window(name: str, spec: OperatorSpec, values: Mapping[str, Any], op: OP
         return replace(op, wa_ms=wanted[0], ws_ms=wanted[1])
     asked = ", ".join(f"{key}={value}" for key, value in given.items())
     msg = (
-        f"operator {name!r}: its factory builds wa={op.wa_ms}, ws={op.ws_ms} whatever "
-        f"{asked} says, and its O+ does not output at window ends (a join holds WS in its "
-        "functions): the factory must read params.get('wa'), params.get('ws')"
+        f"operator {name!r}: its factory builds the same windows whatever {asked} says, "
+        "and its O+ does not output at window ends (a join holds WS in its functions): "
+        "the factory must read params.get('wa'), params.get('ws')"
     )
     raise OperatorError(msg)

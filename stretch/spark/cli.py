@@ -73,6 +73,7 @@ def run_pipeline_command(
         msg = f"--token-file: {exc}"
         raise InputError(msg) from exc
     feeds = check_inputs(operator, params, inputs)
+    _refuse_output_among_inputs(output, inputs)
     if url is not None:
         check_sidecars(url, token)
     checkpoint = checkpoint or output / "_checkpoint"
@@ -154,6 +155,23 @@ def describe_reconfigurations(entries: Sequence[Mapping[str, Any]]) -> str:
             f"({entry['cause']}, {'pending' if took is None else f'{took:.1f} ms'}){reason}\n"
         )
     return f"reconfigurations: {len(entries)}\n" + "".join(lines)
+
+
+def _refuse_output_among_inputs(output: Path, inputs: Sequence[Path]) -> None:
+    """Refuse an output directory that is, holds or lies in an input directory.
+
+    Spark's file source would read the output's files as new input, or the output would
+    be written among the input files.
+    """
+    out = output.resolve()
+    for path in inputs:
+        given = path.resolve()
+        if out == given or given in out.parents or out in given.parents:
+            msg = (
+                f"--output {output} and --input {path} overlap: the output directory must "
+                "be apart from every input directory"
+            )
+            raise InputError(msg)
 
 
 @contextmanager

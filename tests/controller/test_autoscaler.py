@@ -56,7 +56,8 @@ def test_overload_provisions_at_once_then_cools_down() -> None:
     assert [p for p, _ in op.applied] == [3, 5]  # 2 / 0.7 -> 3; then 3 / 0.7 -> 5
     kinds = [r.decision.kind for r in scaler.records]
     assert kinds == ["provision", "hold", "hold", "provision"]
-    assert "cooling down" in scaler.records[1].decision.reason
+    assert "cooling down after a change (2 periods left)" in scaler.records[1].decision.reason
+    assert "cooling down after a change (1 period left)" in scaler.records[2].decision.reason
     assert scaler.records[0].applied and scaler.records[0].epoch == 1
 
 

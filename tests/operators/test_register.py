@@ -108,8 +108,11 @@ def test_a_join_factory_reads_ws_or_is_refused(registered: list[str]) -> None:
     """A join holds WS in its functions: the catalog cannot set it; its factory must."""
     register(registered, "eq-fixed", lambda params: equal_join(10_000))
     register(registered, "eq", lambda params: equal_join(params.get("ws", 10_000)))
-    with pytest.raises(stretch.OperatorError, match=r"params.get\('ws'\)"):
+    with pytest.raises(stretch.OperatorError) as refused:
         stretch.build("eq-fixed", {"ws": 500})
+    assert "builds the same windows whatever ws=500 says" in str(refused.value)
+    assert "params.get('ws')" in str(refused.value)
+    assert "10001" not in str(refused.value)  # the join's O+ WS (ws + 1) is not the user's
     tables = [LEFT.table([0, 1000, 2000], [(1,), (1,), (2,)]), RIGHT.table([1400], [(1,)])]
     narrow = stretch.build("eq", {"ws": 500})
     assert stretch.run_sn(narrow, tables).equals(stretch.run_sn(equal_join(500), tables))

@@ -126,6 +126,17 @@ def test_pool_flags_are_named_before_a_sidecar_starts(
     assert not (tmp_path / "out").exists()  # nothing was started
 
 
+@pytest.mark.parametrize("where", ["l", "l/out", "."])
+def test_an_output_that_overlaps_an_input_is_refused(tmp_path: Path, where: str) -> None:
+    """The file source would read the output's files as new input."""
+    left, right = scalejoin_dirs(tmp_path)
+    output = tmp_path / where
+    line = one_line(pipeline("scalejoin", "--input", str(left), "--input", str(right),
+                             "--output", str(output)))  # fmt: skip
+    assert f"--output {output} and --input {left} overlap" in line
+    assert sorted(p.name for p in left.iterdir()) == ["part-0.parquet", "part-1.parquet"]
+
+
 def test_a_stray_file_among_the_parts_is_named(tmp_path: Path) -> None:
     left, right = scalejoin_dirs(tmp_path)
     (right / "stray.csv").write_text("ts,a\n1,2\n")
