@@ -14,7 +14,8 @@ against 2.5-3.0 s.
 The JVM checks that an archive fits it (the same JDK, the same jars unchanged) and starts
 without it otherwise, so a stale archive costs the time it saved, never an error. The
 archive is named after Spark's jars and the Java that runs them, under
-``$XDG_CACHE_HOME/stretch`` (``~/.cache/stretch``), one at a time: 160-190 MB.
+``$XDG_CACHE_HOME/stretch`` (``~/.cache/stretch``), 160-190 MB each; ``stretch warm``
+deletes those of Spark installs that are gone.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import os
 import shutil
 from pathlib import Path
 
-__all__ = ["QUIET", "archive_path", "checked_path", "options", "stamp"]
+__all__ = ["QUIET", "archive_path", "options", "prune", "record"]
 
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 """JVM options that keep class-data sharing's notes (an archive that does not fit,
@@ -42,9 +43,8 @@ def archive_path() -> Path:
 
     key = hashlib.sha256(os.environ.get("JAVA_HOME", "").encode())
     java = shutil.which("java")
-    jars = (Path(pyspark.__file__).parent / "jars").resolve()
     files = [Path(java).resolve()] if java else []
-    files += sorted(jars.glob("*.jar")) if jars.is_dir() else []
+    files += sorted(_jars().glob("*.jar"))
     for file in files:
         stat = file.stat()
         key.update(f"\0{file}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
@@ -55,24 +55,52 @@ def archive_path() -> Path:
 def options() -> str:
     """The driver JVM's options that use the archive; empty where there is none.
 
-    Only the file ``build`` checked is used (``checked_path``): a JVM that maps a damaged
+    Only the file ``build`` checked is used (``record``): a JVM that maps a damaged
     archive (one cut short, say) can crash where one that does not fit only starts
     without it.
     """
     path = archive_path()
     try:
-        checked = stamp(path) == checked_path(path).read_text()
+        checked = _stamp(path) == _record_of(path).read_text().split("\n")[0]
     except OSError:
         return ""
     return f"-XX:SharedArchiveFile={path} {QUIET}" if checked else ""
 
 
-def checked_path(path: Path) -> Path:
-    """The file that records the size and time of the archive ``build`` checked."""
+def record(path: Path) -> None:
+    """Record beside the archive at ``path``, once checked, its size and time, and its jars."""
+    _record_of(path).write_text(f"{_stamp(path)}\n{_jars()}\n")
+
+
+def prune(folder: Path) -> None:
+    """Delete the archives in ``folder`` that no installed Spark can use any more.
+
+    Those whose jars' folder is gone (a removed virtual environment), and those never
+    checked (left by a build that stopped half way). An archive of another Spark still
+    installed stays: each environment keeps its own.
+    """
+    for path in folder.glob("spark-*.jsa"):
+        try:
+            jars = _record_of(path).read_text().split("\n")[1]
+            used = bool(jars) and Path(jars).is_dir()
+        except (OSError, IndexError):
+            used = False
+        if not used:
+            path.unlink(missing_ok=True)
+            _record_of(path).unlink(missing_ok=True)
+
+
+def _jars() -> Path:
+    """The folder of the jars the installed PySpark runs."""
+    import pyspark  # noqa: PLC0415 - the spark extra
+
+    return (Path(pyspark.__file__).parent / "jars").resolve()
+
+
+def _record_of(path: Path) -> Path:
     return path.with_name(path.name + ".checked")
 
 
-def stamp(path: Path) -> str:
-    """The size and time of ``path``, as ``checked_path`` records them."""
+def _stamp(path: Path) -> str:
     stat = path.stat()
     return f"{stat.st_size} {stat.st_mtime_ns}"

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from stretch.demo import run_demo
-from stretch.spark.class_archive import QUIET, archive_path, checked_path, stamp
+from stretch.spark.class_archive import QUIET, archive_path, prune, record
 from stretch.spark.session import JAVA_OPTIONS, local_session
 
 __all__ = ["BUILD_TIMEOUT_S", "build"]
@@ -31,7 +31,7 @@ def build(timeout_s: float = BUILD_TIMEOUT_S) -> Path:
 
     A second process then starts a session that must use it (``-Xshare:on``), and only
     then does the archive take its place, its size and time recorded beside it. Archives
-    for other jars or another Java in the same folder are deleted.
+    of Spark installs that are gone are deleted (``prune``).
 
     Returns:
         The archive's path.
@@ -62,12 +62,9 @@ def build(timeout_s: float = BUILD_TIMEOUT_S) -> Path:
                     tail
                 )
                 raise RuntimeError(msg)
-        checked_path(path).unlink(missing_ok=True)
-        partial.replace(path)  # whole or not at all
-        checked_path(path).write_text(stamp(path))
-    for other in path.parent.glob("spark-*.jsa*"):  # one archive at most on disk
-        if other not in (path, checked_path(path)):
-            other.unlink(missing_ok=True)
+        partial.replace(path)  # whole or not at all: unused until recorded
+        record(path)
+    prune(path.parent)
     return path
 
 

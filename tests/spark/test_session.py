@@ -66,9 +66,15 @@ def test_build_puts_the_archive_in_place_once_a_session_used_it(
     monkeypatch.setattr(class_archive_job.subprocess, "run", jobs)
     assert archive_path().parent == cache
     assert options() == ""  # none built yet
-    stale = cache / "spark-4.0.0-0123456789ab.jsa"  # for other jars: goes
     cache.mkdir()
-    stale.write_bytes(b"old")
+    unchecked = cache / "spark-4.0.0-0123456789ab.jsa"  # a build stopped half way: goes
+    unchecked.write_bytes(b"half")
+    gone = cache / "spark-4.0.0-0123456789ac.jsa"  # its Spark install is gone: goes
+    gone.write_bytes(b"old")
+    (cache / f"{gone.name}.checked").write_text(f"3 1\n{cache / 'removed-venv' / 'jars'}\n")
+    other = cache / "spark-4.0.0-0123456789ad.jsa"  # another Spark still installed: stays
+    other.write_bytes(b"other")
+    (cache / f"{other.name}.checked").write_text(f"5 1\n{cache}\n")
     path = build()
     assert jobs.steps == ["archive", "check"]
     assert path == archive_path()
@@ -76,7 +82,8 @@ def test_build_puts_the_archive_in_place_once_a_session_used_it(
     assert options() == f"-XX:SharedArchiveFile={path} {class_archive.QUIET}"
     path.write_bytes(b"cut")  # not the file the check used: a JVM could crash on it
     assert options() == ""
-    assert sorted(p.name for p in cache.iterdir()) == [path.name, f"{path.name}.checked"]
+    kept = [path.name, f"{path.name}.checked", other.name, f"{other.name}.checked"]
+    assert sorted(p.name for p in cache.iterdir()) == sorted(kept)
 
 
 def test_an_archive_no_session_could_use_is_not_put_in_place(
