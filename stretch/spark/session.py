@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from stretch.spark.class_archive import options as archive_options
 from stretch.spark.source import register
+from stretch.spark.worker_python import uses_this_python, worker_python
 
 __all__ = ["JAVA_OPTIONS", "local_session"]
 
@@ -48,7 +49,8 @@ def local_session(
         The session (``getOrCreate``: an active one is reused, its options unchanged).
 
     """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if uses_this_python(os.environ.get("PYSPARK_PYTHON")):  # another Python stays as set
+        os.environ["PYSPARK_PYTHON"] = worker_python()
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
@@ -15,6 +18,7 @@ from stretch.spark import class_archive, class_archive_job
 from stretch.spark.class_archive import archive_path, options
 from stretch.spark.class_archive_job import build
 from stretch.spark.session import JAVA_OPTIONS
+from stretch.spark.worker_python import uses_this_python, worker_python
 
 
 def jvm_arguments(spark: SparkSession) -> list[str]:
@@ -116,3 +120,34 @@ def test_warm_builds_the_archive_once_and_goes_on_without_one(
     )
     assert cli._warm(SimpleNamespace(skip_spark=True)) == 0
     assert "Spark" not in capsys.readouterr().err
+
+
+def test_spark_python_workers_import_the_installed_pyspark(spark: SparkSession) -> None:
+    """Not the sources in Spark's zip, which every worker process compiled again."""
+    files = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("pyspark").__file__)
+    (imported,) = files.collect()
+    assert imported == pyspark.__file__
+    assert ".zip" not in imported
+
+
+def test_the_worker_python_drops_only_pysparks_own_zips(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = worker_python()
+    assert Path(script).parent == cache
+    assert worker_python() == script  # written once
+    assert uses_this_python(script) and uses_this_python(sys.executable)
+    assert uses_this_python(None) and not uses_this_python("/usr/bin/python3")
+    lib = Path(pyspark.__file__).resolve().parent / "python" / "lib"
+    py4j = next(lib.glob("py4j-*-src.zip"))
+    show = "import os, sys; print(os.environ.get('PYTHONPATH'), sys.executable)"
+    for given, left in [
+        ([lib / "pyspark.zip", py4j, cache / "mine.zip", "/x y"], f"{cache / 'mine.zip'}:/x y"),
+        ([lib / "pyspark.zip", py4j], "None"),
+        ([cache / "pyspark.zip"], str(cache / "pyspark.zip")),  # another Spark's: stays
+    ]:
+        env = {**os.environ, "PYTHONPATH": ":".join(map(str, given))}
+        shown = subprocess.run(  # noqa: S603 - the script just written
+            [script, "-c", show], env=env, capture_output=True, text=True, check=True
+        ).stdout.split()
+        assert shown == [*left.split(), sys.executable]

@@ -1,0 +1,88 @@
+"""The Python that Spark's Python workers run: this one, without Spark's zips on its path.
+
+Spark starts every Python process of a job (the daemons of each worker kind and their
+forks, the streaming source runners) with ``$SPARK_HOME/python/lib/pyspark.zip`` and
+py4j's zip first on ``PYTHONPATH``. A zip holds no bytecode and Python cannot write any
+into it, so each of those processes compiled PySpark's modules from source again: about
+0.55 s of CPU a process, over twenty processes in one ``stretch pipeline``. A pip-installed
+PySpark is the same code, installed with its bytecode, and its zips lie inside that
+package. ``worker_python`` writes a small shell script that removes exactly those two
+zips from ``PYTHONPATH`` and runs this interpreter; ``local_session`` makes it
+``PYSPARK_PYTHON``. Measured on two cores: ``stretch pipeline scalejoin`` (2 x 100k rows)
+0.81x the wall time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["uses_this_python", "worker_python"]
+
+_SCRIPT = """#!/bin/sh
+# Spark's Python workers for stretch (stretch/spark/worker_python.py): this venv's Python
+# without the zips of its own PySpark on PYTHONPATH, so that the installed PySpark, the
+# same code with its bytecode, is imported instead of compiling the zip's sources.
+set -f
+kept=
+IFS=:
+for entry in $PYTHONPATH; do
+    case "$entry" in
+        {zip} | {py4j}) ;;
+        *) kept="${{kept:+$kept:}}$entry" ;;
+    esac
+done
+unset IFS
+if [ -n "$kept" ]; then export PYTHONPATH="$kept"; else unset PYTHONPATH; fi
+exec {python} "$@"
+"""
+
+
+def worker_python() -> str:
+    """The interpreter to give Spark as ``PYSPARK_PYTHON``: the script, or this Python.
+
+    This Python itself where the script cannot be written (a read-only home) or PySpark
+    has no zips (a distribution laid out otherwise).
+    """
+    import pyspark  # noqa: PLC0415 - the spark extra
+
+    lib = Path(pyspark.__file__).resolve().parent / "python" / "lib"
+    if not (lib / "pyspark.zip").is_file():
+        return sys.executable
+    text = _SCRIPT.format(
+        zip=shlex.quote(str(lib / "pyspark.zip")),
+        py4j=shlex.quote(str(lib)) + "/py4j-*-src.zip",
+        python=shlex.quote(sys.executable),
+    )
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "stretch"
+    path = cache / f"spark-python-{digest}"
+    if path.is_file() and os.access(path, os.X_OK):
+        return str(path)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=cache, prefix=".", delete=False) as file:
+            file.write(text)
+        partial = Path(file.name)
+        try:
+            partial.chmod(0o755)
+            partial.replace(path)  # whole or not at all, for sessions started at once
+        finally:
+            partial.unlink(missing_ok=True)
+    except OSError:
+        return sys.executable
+    return str(path)
+
+
+def uses_this_python(python: str | None) -> bool:
+    """Whether ``PYSPARK_PYTHON`` (None: unset) means this interpreter, or the script."""
+    if python is None or Path(python).name.startswith("spark-python-"):
+        return True
+    try:
+        return Path(python).resolve() == Path(sys.executable).resolve()
+    except OSError:
+        return False
