@@ -1,8 +1,9 @@
 """A local Spark session set up for the ``stretch`` data source.
 
-Spark's Python workers must run the interpreter that has ``stretch`` installed, and a
-local job should stay on loopback; ``local_session`` sees to both and registers the data
-source.
+Spark's Python workers must run the interpreter that has ``stretch`` installed (here
+through ``stretch.spark.worker_python``'s script, which spares them compiling PySpark
+again), and a local job should stay on loopback; ``local_session`` sees to both, maps the
+archive of Spark's classes where ``stretch warm`` built one, and registers the data source.
 """
 
 from __future__ import annotations

@@ -59,8 +59,8 @@ def worker_python() -> str:
         python=shlex.quote(sys.executable),
     )
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "stretch"
-    path = cache / f"spark-python-{digest}"
+    cache = _cache()
+    path = cache / f"{_PREFIX}{digest}"
     if path.is_file() and os.access(path, os.X_OK):
         return str(path)
     try:
@@ -80,9 +80,20 @@ def worker_python() -> str:
 
 def uses_this_python(python: str | None) -> bool:
     """Whether ``PYSPARK_PYTHON`` (None: unset) means this interpreter, or the script."""
-    if python is None or Path(python).name.startswith("spark-python-"):
+    if python is None:
+        return True
+    path = Path(python)
+    if path.parent == _cache() and path.name.startswith(_PREFIX):
         return True
     try:
-        return Path(python).resolve() == Path(sys.executable).resolve()
+        return path.resolve() == Path(sys.executable).resolve()
     except OSError:
         return False
+
+
+_PREFIX = "spark-python-"
+"""The name of a script ``worker_python`` wrote, before the digest of its text."""
+
+
+def _cache() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "stretch"
