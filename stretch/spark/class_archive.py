@@ -25,6 +25,8 @@ import os
 import shutil
 from pathlib import Path
 
+from stretch.spark.cache import cache_folder
+
 __all__ = ["QUIET", "archive_path", "options", "prune", "record"]
 
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
@@ -48,8 +50,7 @@ def archive_path() -> Path:
     for file in files:
         stat = file.stat()
         key.update(f"\0{file}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "stretch"
-    return cache / f"spark-{pyspark.__version__}-{key.hexdigest()[:12]}.jsa"
+    return cache_folder() / f"spark-{pyspark.__version__}-{key.hexdigest()[:12]}.jsa"
 
 
 def options() -> str:

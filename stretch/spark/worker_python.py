@@ -21,6 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from stretch.spark.cache import cache_folder
+
 __all__ = ["uses_this_python", "worker_python"]
 
 _SCRIPT = """#!/bin/sh
@@ -59,7 +61,7 @@ def worker_python() -> str:
         python=shlex.quote(sys.executable),
     )
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    cache = _cache()
+    cache = cache_folder()
     path = cache / f"{_PREFIX}{digest}"
     if path.is_file() and os.access(path, os.X_OK):
         return str(path)
@@ -83,7 +85,7 @@ def uses_this_python(python: str | None) -> bool:
     if python is None:
         return True
     path = Path(python)
-    if path.parent == _cache() and path.name.startswith(_PREFIX):
+    if path.parent == cache_folder() and path.name.startswith(_PREFIX):
         return True
     try:
         return path.resolve() == Path(sys.executable).resolve()
@@ -93,7 +95,3 @@ def uses_this_python(python: str | None) -> bool:
 
 _PREFIX = "spark-python-"
 """The name of a script ``worker_python`` wrote, before the digest of its text."""
-
-
-def _cache() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "stretch"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -15,6 +16,7 @@ from pyspark.sql import SparkSession
 
 from stretch import cli
 from stretch.spark import class_archive, class_archive_job
+from stretch.spark.cache import cache_folder
 from stretch.spark.class_archive import archive_path, options
 from stretch.spark.class_archive_job import build
 from stretch.spark.session import JAVA_OPTIONS
@@ -151,3 +153,15 @@ def test_the_worker_python_drops_only_pysparks_own_zips(
             [script, "-c", show], env=env, capture_output=True, text=True, check=True
         ).stdout.split()
         assert shown == [*left.split(), sys.executable]
+
+
+def test_the_cache_folder_follows_xdg_then_home_then_the_temporary_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_folder() == tmp_path / "stretch"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative")  # not a place: ignored, as the spec says
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_folder() == tmp_path / "home" / ".cache" / "stretch"
+    monkeypatch.setattr(os.path, "expanduser", lambda path: path)  # no home known
+    assert cache_folder() == Path(tempfile.gettempdir()) / f"stretch-cache-{os.getuid()}"
