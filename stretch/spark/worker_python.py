@@ -34,7 +34,7 @@ kept=
 IFS=:
 for entry in $PYTHONPATH; do
     case "$entry" in
-        {zip} | {py4j}) ;;
+        {zips}) ;;
         *) kept="${{kept:+$kept:}}$entry" ;;
     esac
 done
@@ -52,14 +52,12 @@ def worker_python() -> str:
     """
     import pyspark  # noqa: PLC0415 - the spark extra
 
-    lib = Path(pyspark.__file__).resolve().parent / "python" / "lib"
-    if not (lib / "pyspark.zip").is_file():
+    package = Path(pyspark.__file__).parent
+    if not (package / "python" / "lib" / "pyspark.zip").is_file():
         return sys.executable
-    text = _SCRIPT.format(
-        zip=shlex.quote(str(lib / "pyspark.zip")),
-        py4j=shlex.quote(str(lib)) + "/py4j-*-src.zip",
-        python=shlex.quote(sys.executable),
-    )
+    libs = sorted({str(package / "python" / "lib"), str(package.resolve() / "python" / "lib")})
+    zips = [f"{shlex.quote(lib)}/{name}" for lib in libs for name in _ZIPS]
+    text = _SCRIPT.format(zips=" | ".join(zips), python=shlex.quote(sys.executable))
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     cache = cache_folder()
     path = cache / f"{_PREFIX}{digest}"
@@ -92,6 +90,9 @@ def uses_this_python(python: str | None) -> bool:
     except OSError:
         return False
 
+
+_ZIPS = ("pyspark.zip", "py4j-*-src.zip")
+"""The zips under PySpark's ``python/lib`` that Spark puts first on a worker's path."""
 
 _PREFIX = "spark-python-"
 """The name of a script ``worker_python`` wrote, before the digest of its text."""
