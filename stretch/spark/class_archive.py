@@ -15,7 +15,7 @@ The JVM checks that an archive fits it (the same JDK, the same jars unchanged) a
 without it otherwise, so a stale archive costs the time it saved, never an error. The
 archive is named after Spark's jars and the Java that runs them, under
 ``$XDG_CACHE_HOME/stretch`` (``~/.cache/stretch``), 160-190 MB each; ``stretch warm``
-deletes those of Spark installs that are gone.
+deletes those no installed Spark can use (``prune``).
 """
 
 from __future__ import annotations
@@ -73,17 +73,19 @@ def record(path: Path) -> None:
     _record_of(path).write_text(f"{_stamp(path)}\n{_jars()}\n")
 
 
-def prune(folder: Path) -> None:
-    """Delete the archives in ``folder`` that no installed Spark can use any more.
+def prune(current: Path) -> None:
+    """Delete the archives beside ``current`` that no installed Spark can use any more.
 
-    Those whose jars' folder is gone (a removed virtual environment), and those never
-    checked (left by a build that stopped half way). An archive of another Spark still
-    installed stays: each environment keeps its own.
+    Those whose jars' folder is gone (a removed virtual environment), those of this
+    install's jars other than ``current`` (made before an upgrade in place), and those
+    never checked (left by a build that stopped half way). An archive of another Spark
+    still installed stays: each environment keeps its own.
     """
-    for path in folder.glob("spark-*.jsa"):
+    ours = str(_jars())
+    for path in current.parent.glob("spark-*.jsa"):
         try:
             jars = _record_of(path).read_text().split("\n")[1]
-            used = bool(jars) and Path(jars).is_dir()
+            used = bool(jars) and Path(jars).is_dir() and (jars != ours or path == current)
         except (OSError, IndexError):
             used = False
         if not used:

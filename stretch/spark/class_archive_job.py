@@ -31,7 +31,7 @@ def build(timeout_s: float = BUILD_TIMEOUT_S) -> Path:
 
     A second process then starts a session that must use it (``-Xshare:on``), and only
     then does the archive take its place, its size and time recorded beside it. Archives
-    of Spark installs that are gone are deleted (``prune``).
+    no installed Spark can use are deleted (``prune``).
 
     Returns:
         The archive's path.
@@ -57,14 +57,12 @@ def build(timeout_s: float = BUILD_TIMEOUT_S) -> Path:
                 cwd=folder,  # where a JVM that crashes leaves its hs_err file
             )
             if job.returncode or not partial.is_file():
-                tail = (job.stderr or job.stdout).strip().splitlines()[-3:]
-                msg = f"no Spark class archive ({step}, status {job.returncode}): " + " / ".join(
-                    tail
-                )
+                tail = " / ".join((job.stderr or job.stdout).strip().splitlines()[-3:])
+                msg = f"no Spark class archive ({step}, status {job.returncode}): {tail}"
                 raise RuntimeError(msg)
         partial.replace(path)  # whole or not at all: unused until recorded
         record(path)
-    prune(path.parent)
+    prune(path)
     return path
 
 

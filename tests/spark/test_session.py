@@ -78,6 +78,10 @@ def test_build_puts_the_archive_in_place_once_a_session_used_it(
     gone = cache / "spark-4.0.0-0123456789ac.jsa"  # its Spark install is gone: goes
     gone.write_bytes(b"old")
     (cache / f"{gone.name}.checked").write_text(f"3 1\n{cache / 'removed-venv' / 'jars'}\n")
+    upgraded = cache / "spark-4.0.0-0123456789ae.jsa"  # these jars before an upgrade: goes
+    upgraded.write_bytes(b"before")
+    jars = Path(pyspark.__file__).parent / "jars"
+    (cache / f"{upgraded.name}.checked").write_text(f"6 1\n{jars.resolve()}\n")
     other = cache / "spark-4.0.0-0123456789ad.jsa"  # another Spark still installed: stays
     other.write_bytes(b"other")
     (cache / f"{other.name}.checked").write_text(f"5 1\n{cache}\n")
