@@ -12,10 +12,10 @@ pair, and each pair once.
 Measured as whole processes on the same Parquet files (each stream split into part files
 written in name order, modification times increasing with the names):
 
-* ``stretch pipeline scalejoin`` (its own sidecar on loopback, ``local[*]``, one part file
-  per micro-batch of each writing query);
-* the bucketed query as a Structured Streaming job (file streams, one part file per
-  micro-batch, ``availableNow``, Parquet sink): ``--query stream``;
+* ``stretch pipeline scalejoin`` (its own sidecar on loopback, ``local[*]``, its default
+  micro-batches: as many whole part files as hold ``ROWS_PER_TRIGGER`` rows);
+* the bucketed query as a Structured Streaming job (file streams with the same part files
+  per micro-batch as the pipeline's, ``availableNow``, Parquet sink): ``--query stream``;
 * the same query over static DataFrames: ``--query batch``.
 
 All three outputs are read back and compared as sorted rows (``ts`` is the later tuple's,
@@ -41,6 +41,8 @@ import pyarrow.parquet as pq
 from _util import interleaved, machine, medians, write
 
 from stretch import generate
+from stretch.spark.files import files_per_batch, input_files
+from stretch.spark.pipeline import ROWS_PER_TRIGGER
 
 BAND = 10
 OUTPUT_COLUMNS = ["ts", "x", "y", "a", "b", "c", "d"]
@@ -50,7 +52,9 @@ PROCESS_TIMEOUT_S = 1800
 """The longest a measured process may run."""
 
 
-def spark_query(kind: str, left: Path, right: Path, output: Path, ws_ms: int) -> None:
+def spark_query(
+    kind: str, left: Path, right: Path, output: Path, ws_ms: int, files_per_trigger: int
+) -> None:
     """Run the bucketed band join in this process (a Spark session of its own)."""
     from pyspark.sql import functions as f  # noqa: PLC0415 - only the Spark processes need it
 
@@ -62,7 +66,7 @@ def spark_query(kind: str, left: Path, right: Path, output: Path, ws_ms: int) ->
     # classes that `stretch warm` built, as our pipeline's session does.
     spark = local_session("bucketed-band-join", java_options="")
     if kind == "stream":
-        read = spark.readStream.option("maxFilesPerTrigger", 1)
+        read = spark.readStream.option("maxFilesPerTrigger", files_per_trigger)
         lf = read.schema(SCHEMAS[0]).parquet(str(left))
         rf = read.schema(SCHEMAS[1]).parquet(str(right))
     else:
@@ -160,8 +164,12 @@ def measure(rows: int, rate: float, ws_ms: int, parts: int, runs: int) -> dict[s
         write_parts(right, work / "R", parts)
         stretch = str(Path(sys.executable).with_name("stretch"))
         inputs = ["--input", str(work / "L"), "--input", str(work / "R")]
+        # The streaming query's micro-batches hold the part files the pipeline's do.
+        part_rows = [pq.read_metadata(p).num_rows for p in input_files(work / "L")]
+        per_trigger = files_per_batch(part_rows, None, ROWS_PER_TRIGGER)
         spark = [sys.executable, __file__, "--left", str(work / "L"), "--right",
-                 str(work / "R"), "--ws-ms", str(ws_ms), "--query"]  # fmt: skip
+                 str(work / "R"), "--ws-ms", str(ws_ms), "--files-per-trigger",
+                 str(per_trigger), "--query"]  # fmt: skip
         commands = {
             "stretch_pipeline": [
                 stretch,
@@ -190,6 +198,7 @@ def measure(rows: int, rate: float, ws_ms: int, parts: int, runs: int) -> dict[s
         reference = outputs["stretch_pipeline"]
         return {
             "rows_per_side": rows,
+            "files_per_trigger": per_trigger,
             "output_rows": reference.num_rows,
             "seconds": {case: [r["seconds"] for r in rs] for case, rs in samples.items()},
             "median_s": {case: medians(rs)["seconds"] for case, rs in samples.items()},
@@ -212,9 +221,12 @@ def main() -> None:
     parser.add_argument("--left", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--right", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--output", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--files-per-trigger", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.query:
-        spark_query(args.query, args.left, args.right, args.output, args.ws_ms)
+        spark_query(
+            args.query, args.left, args.right, args.output, args.ws_ms, args.files_per_trigger
+        )
         return
     results = [measure(n, args.rate, args.ws_ms, args.parts, args.runs) for n in args.sizes]
     for r in results:

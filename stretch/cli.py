@@ -528,10 +528,11 @@ def _parser() -> argparse.ArgumentParser:
     pipeline.add_argument(
         "--files-per-trigger",
         type=int,
-        default=1,
+        default=None,
         metavar="F",
-        help="input files per micro-batch of each writing query (default 1); each input "
-        "directory's files are read in name order, whatever their modification times",
+        help="input files per micro-batch of each writing query (default: as many whole "
+        "files as hold 131,072 rows, or the most the operator takes, at least one); each "
+        "input directory's files are read in name order, whatever their modification times",
     )
     pipeline.add_argument(
         "--allowed-lateness-ms",
@@ -1002,7 +1003,10 @@ def _pipeline(args: argparse.Namespace) -> int:
     _require_positive(
         [
             ("--parallelism", args.parallelism),
-            ("--files-per-trigger", args.files_per_trigger),
+            (
+                "--files-per-trigger",
+                1 if args.files_per_trigger is None else args.files_per_trigger,
+            ),
             ("--trigger-rows", 1 if args.trigger_rows is None else args.trigger_rows),
             ("--sidecars", 1 if args.sidecars is None else args.sidecars),
             ("--max-parallelism", 1 if args.max_parallelism is None else args.max_parallelism),

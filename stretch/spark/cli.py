@@ -51,7 +51,7 @@ def run_pipeline_command(
     name: str | None,
     checkpoint: Path | None,
     trigger_rows: int | None,
-    files_per_trigger: int,
+    files_per_trigger: int | None,
     out: TextIO,
     autoscale: str | None = None,
     sidecars: int | None = None,

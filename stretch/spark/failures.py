@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from stretch.errors import StretchError
-from stretch.spark.files import FILE
+from stretch.spark.files import FILE, batch_sizes
 from stretch.spark.lateness import admitting_lateness_ms, file_ts_range_ms
 from stretch.spark.preflight import Feed
 
@@ -118,15 +119,25 @@ def late_file(files: Sequence[Path], feed: Feed, row: int) -> Path | None:
     return None
 
 
-def _admitting(feeds: Sequence[Feed], files_per_trigger: int) -> int | None:
+def _admitting(feeds: Sequence[Feed], max_files: int | None, max_rows: int | None) -> int | None:
     """The least lateness admitting every micro-batch of every feed (None: unknown)."""
     try:  # None if a file changed or went since the checks, or holds a ts beyond ms
         return max(
-            admitting_lateness_ms([file_ts_range_ms(p) for p in feed.files], files_per_trigger)
+            admitting_lateness_ms(
+                [file_ts_range_ms(p) for p in feed.files],
+                batch_sizes(_rows(feed, max_rows), max_files, max_rows),
+            )
             for feed in feeds
         )
     except (OSError, ValueError, pa.ArrowException, StretchError):
         return None
+
+
+def _rows(feed: Feed, max_rows: int | None) -> list[int]:
+    """The rows of each of ``feed``'s files (their footers'), or zeros if rows do not count."""
+    if max_rows is None:
+        return [0] * len(feed.files)
+    return [pq.read_metadata(p).num_rows for p in feed.files]
 
 
 def explain(
@@ -135,12 +146,14 @@ def explain(
     checkpoint: Path,
     allowed_lateness_ms: int | None,
     log: Path | None,
-    files_per_trigger: int = 1,
+    max_files: int | None = 1,
+    max_rows: int | None = None,
 ) -> StretchError:
     """One line for ``failure``: its cause, where late rows came from, where the traces are.
 
     For late rows it names the least ``--allowed-lateness-ms`` under which no micro-batch
-    of any feed is late (``files_per_trigger`` files each, in name order), from the files'
+    of any feed is late (in name order, whole files per micro-batch: at most ``max_files``,
+    at most ``max_rows`` rows unless one file holds more; None: no such limit), from the files'
     ``ts`` ranges; at least what the refused row needs. Appends Spark's whole text to
     ``log`` (if given) and logs it at INFO (stderr with ``-v``).
     """
@@ -162,7 +175,7 @@ def explain(
             )
             line += f"; {came} (micro-batch {batch})"
         needed = (allowed_lateness_ms or 0) + released - ts
-        admitting = _admitting(feeds, files_per_trigger)
+        admitting = _admitting(feeds, max_files, max_rows)
         why = (
             f"or more: this row is {released - ts} ms late"
             if admitting is None

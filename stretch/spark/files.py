@@ -11,9 +11,11 @@ numbers), whatever their modification times, so every run sees the same stream.
   ``_`` or ``.`` (``_SUCCESS``, ``.crc`` files and ``_checkpoint`` are skipped, as Spark
   skips them); every such file must be Parquet.
 * An offset is ``{"file": NAME}``, the last file taken so far (``""`` before the first):
-  a micro-batch takes the files whose names sort after it, at most ``maxFilesPerTrigger``
-  (option), one read task per file, in name order. A file added later whose name sorts
-  before the last one taken is never read: add files in name order.
+  a micro-batch takes the files whose names sort after it, one read task per file, in
+  name order: at most ``maxFilesPerTrigger`` files and, with ``maxRowsPerTrigger``, no
+  more files than fit in that many rows (counted from the files' Parquet footers), but
+  always at least one. A file added later whose name sorts before the last one taken is
+  never read: add files in name order.
 * The schema is ``ts`` (long, ms; a Parquet timestamp column is floored to ms) and payload
   columns of the types the sidecar knows (long, double, boolean, string). Each file is
   checked and cast as ``stretch replay`` checks its inputs (``stretch.model.schema.conform``):
@@ -24,7 +26,7 @@ numbers), whatever their modification times, so every run sees the same stream.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxFiles,
+    ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import (
@@ -51,7 +54,15 @@ from pyspark.sql.types import (
 from stretch.errors import InputError
 from stretch.model.schema import TS, ColumnType, Schema, conform
 
-__all__ = ["FILES", "OrderedFiles", "OrderedFilesReader", "input_files", "spark_schema"]
+__all__ = [
+    "FILES",
+    "OrderedFiles",
+    "OrderedFilesReader",
+    "batch_sizes",
+    "files_per_batch",
+    "input_files",
+    "spark_schema",
+]
 
 FILES = "stretch-files"
 """The source's format name."""
@@ -78,6 +89,33 @@ def input_files(directory: Path) -> list[Path]:
         (p for p in directory.iterdir() if not p.name.startswith(("_", ".")) and p.is_file()),
         key=lambda p: p.name,
     )
+
+
+def files_per_batch(rows: Iterable[int], max_files: int | None, max_rows: int | None) -> int:
+    """How many of the next files (their row counts, in reading order) one micro-batch takes.
+
+    At most ``max_files``, and no more than fit in ``max_rows`` rows (None: no such limit),
+    but at least one file when there is one. Reads ``rows`` only as far as it must.
+    """
+    taken = total = 0
+    for n in rows:
+        if max_files is not None and taken >= max_files:
+            break
+        if max_rows is not None and taken and total + n > max_rows:
+            break
+        taken += 1
+        total += n
+    return taken
+
+
+def batch_sizes(rows: Sequence[int], max_files: int | None, max_rows: int | None) -> list[int]:
+    """The files of each micro-batch that reads files of ``rows`` rows, from the first on."""
+    sizes: list[int] = []
+    at = 0
+    while at < len(rows):
+        sizes.append(files_per_batch(rows[at:], max_files, max_rows))
+        at += sizes[-1]
+    return sizes
 
 
 def spark_schema(schema: Schema) -> StructType:
@@ -145,15 +183,26 @@ class OrderedFiles(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
         """The stream of the directory's files, in name order."""
-        text = self.options.get("maxFilesPerTrigger")
+        return OrderedFilesReader(
+            self._directory(),
+            schema,
+            self._limit("maxFilesPerTrigger"),
+            self._limit("maxRowsPerTrigger"),
+        )
+
+    def _limit(self, option: str) -> int | None:
+        """An option that caps a micro-batch: an integer >= 1, None if not given."""
+        text = self.options.get(option)
+        if not text:
+            return None
         try:
-            max_files = int(text) if text else None
+            value = int(text)
         except ValueError:
-            max_files = 0
-        if max_files is not None and max_files < 1:
-            msg = f"option 'maxFilesPerTrigger' must be an integer >= 1, got {text!r}"
+            value = 0
+        if value < 1:
+            msg = f"option {option!r} must be an integer >= 1, got {text!r}"
             raise InputError(msg)
-        return OrderedFilesReader(self._directory(), schema, max_files)
+        return value
 
 
 @dataclass
@@ -169,16 +218,26 @@ class OrderedFilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     Args:
         directory: The directory.
         schema: The query's schema (``ts`` long first).
-        max_files: The most files a micro-batch takes (None: every new one).
+        max_files: The most files a micro-batch takes (None: no such limit).
+        max_rows: The most rows a micro-batch takes, in whole files, at least one (None: no
+            such limit).
 
     """
 
-    def __init__(self, directory: Path, schema: StructType, max_files: int | None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        schema: StructType,
+        max_files: int | None,
+        max_rows: int | None = None,
+    ) -> None:
         self.directory = directory
         self.schema = schema
         self.payload = _payload(schema, str(directory))
         self.max_files = max_files
+        self.max_rows = max_rows
         self._target: str | None = None
+        self._rows: dict[str, int] = {}  # file name -> its rows, from its footer
 
     def _names(self) -> list[str]:
         return [p.name for p in input_files(self.directory)]
@@ -188,7 +247,9 @@ class OrderedFilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {FILE: ""}
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
-        """``maxFilesPerTrigger`` files if set, else every new one."""
+        """``maxRowsPerTrigger`` rows or ``maxFilesPerTrigger`` files if set, else all."""
+        if self.max_rows is not None:
+            return ReadMaxRows(self.max_rows)
         if self.max_files is not None:
             return ReadMaxFiles(self.max_files)
         return ReadAllAvailable()
@@ -204,9 +265,23 @@ class OrderedFilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [n for n in self._names() if n > after]
         if self._target is not None:
             new = [n for n in new if n <= self._target]
-        if isinstance(limit, ReadMaxFiles):
-            new = new[: limit.max_files]
+        if not isinstance(limit, ReadAllAvailable):  # the options' limits, both
+            rows: Iterable[int] = (
+                (self._file_rows(n) for n in new) if self.max_rows is not None else [0] * len(new)
+            )
+            new = new[: files_per_batch(rows, self.max_files, self.max_rows)]
         return {FILE: new[-1] if new else after}
+
+    def _file_rows(self, name: str) -> int:
+        """The rows of file ``name``, from its Parquet footer (read once)."""
+        if name not in self._rows:
+            path = self.directory / name
+            try:
+                self._rows[name] = pq.read_metadata(path).num_rows
+            except (OSError, pa.ArrowException) as exc:
+                msg = f"{path}: cannot read it as Parquet: {exc}"
+                raise InputError(msg) from exc
+        return self._rows[name]
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One read task per file in ``(start, end]``, in name order."""

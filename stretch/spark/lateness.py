@@ -3,8 +3,10 @@
 A source's reorder buffer refuses a micro-batch holding a row older than its released
 watermark: the largest ``ts`` of the batches before, less the allowed lateness L (a batch
 is sorted before it is added, so no row is late within its own batch). ``stretch
-pipeline`` feeds each directory's files in name order, ``--files-per-trigger`` files per
-micro-batch, so from each file's ``ts`` range every batch's range follows, and with it
+pipeline`` feeds each directory's files in name order, whole files per micro-batch (as
+many as ``--files-per-trigger`` says, else as fit in its rows per micro-batch; the sizes
+``stretch.spark.files.batch_sizes`` gives), so from each file's ``ts`` range every
+batch's range follows, and with it
 the L that admits all of them: the largest distance from the maximum ``ts`` of the
 batches before one to that batch's minimum. Each file's range comes from its Parquet
 footer (the column statistics of its row groups), or from its ``ts`` column where a
@@ -81,12 +83,14 @@ def _read_range_ms(path: Path) -> tuple[int, int] | None:
     return (int(ms.min()), int(ms.max())) if len(ms) else None
 
 
-def admitting_lateness_ms(ranges: Sequence[tuple[int, int] | None], files_per_trigger: int) -> int:
+def admitting_lateness_ms(
+    ranges: Sequence[tuple[int, int] | None], batch_sizes: Sequence[int]
+) -> int:
     """The smallest allowed lateness under which no micro-batch of one source is late.
 
     Args:
         ranges: Each file's ``ts`` range in reading order (None: an empty file).
-        files_per_trigger: Files per micro-batch.
+        batch_sizes: The files of each micro-batch, in order (they sum to ``len(ranges)``).
 
     Returns:
         The largest ``max ts of the batches before - min ts of a batch`` over the
@@ -95,8 +99,10 @@ def admitting_lateness_ms(ranges: Sequence[tuple[int, int] | None], files_per_tr
     """
     needed = 0
     seen: int | None = None
-    for first in range(0, len(ranges), files_per_trigger):
-        batch = [r for r in ranges[first : first + files_per_trigger] if r is not None]
+    first = 0
+    for size in batch_sizes:
+        batch = [r for r in ranges[first : first + size] if r is not None]
+        first += size
         if not batch:
             continue
         low, high = min(r[0] for r in batch), max(r[1] for r in batch)

@@ -78,6 +78,11 @@ JOB = "job.json"
 """The file in a checkpoint directory that names the job it belongs to (``claim``)."""
 CAPACITY = 1 << 18
 """ESG_in nodes of an operator the pipeline creates (room for big micro-batches)."""
+ROWS_PER_TRIGGER = 1 << 17
+"""Input rows per micro-batch of a writing query without ``files_per_trigger``, in whole
+files (at least one), and at most the largest batch the operator takes. Each micro-batch
+costs Spark about half a second whatever its size, so a directory of small files went
+slowly one file at a time (2 x 100,000 rows in ten files each: 0.90x the wall time)."""
 _NOT_FOUND = 404
 
 
@@ -96,7 +101,8 @@ class PipelineConfig:
         params: The operator's catalog parameters.
         parallelism: m, the instances at start.
         max_parallelism: n, the pool size (None: the sidecar's default).
-        files_per_trigger: Input files per micro-batch of each writing query.
+        files_per_trigger: Input files per micro-batch of each writing query (None: as
+            many whole files as fit in ``ROWS_PER_TRIGGER`` rows, at least one).
         trigger_rows: The most output rows per micro-batch of the reading query.
         autoscale: An autoscale policy (``"threshold"`` or ``"model"``) the operator is
             created under, or None for a fixed parallelism.
@@ -118,7 +124,7 @@ class PipelineConfig:
     params: Mapping[str, str] = field(default_factory=dict)
     parallelism: int = 1
     max_parallelism: int | None = None
-    files_per_trigger: int = 1
+    files_per_trigger: int | None = None
     trigger_rows: int | None = None
     autoscale: str | None = None
     late_rows: str = "fail"
@@ -182,11 +188,15 @@ class Prepared:
     Attributes:
         feeds: One per source of the operator, with its files in reading order.
         created: Whether the operator was created for this run.
+        rows_per_trigger: The writers' ``maxRowsPerTrigger`` (None with
+            ``files_per_trigger``): ``ROWS_PER_TRIGGER`` or the largest batch the operator
+            takes, whichever is less.
 
     """
 
     feeds: list[Feed]
     created: bool
+    rows_per_trigger: int | None = None
 
 
 @dataclass(frozen=True)
@@ -222,7 +232,12 @@ def prepare(config: PipelineConfig, feeds: list[Feed] | None = None) -> Prepared
     """
     if feeds is None:
         feeds = check_inputs(config.operator, config.params, config.inputs)
-    return Prepared(feeds, _ensure_operator(config, len(feeds)))
+    created, status = _ensure_operator(config, len(feeds))
+    if config.files_per_trigger is not None:
+        return Prepared(feeds, created)
+    shards = status.get("shards") or [status]  # each shard takes every row
+    largest = min(int(shard["max_batch_rows"]) for shard in shards)
+    return Prepared(feeds, created, min(ROWS_PER_TRIGGER, largest))
 
 
 def _continued(config: PipelineConfig, status: Mapping[str, Any]) -> None:
@@ -265,8 +280,13 @@ def _continued(config: PipelineConfig, status: Mapping[str, Any]) -> None:
         raise InputError(msg)
 
 
-def _ensure_operator(config: PipelineConfig, sources: int) -> bool:
-    """Create the operator unless it runs (and may be continued); return if created."""
+def _ensure_operator(config: PipelineConfig, sources: int) -> tuple[bool, dict[str, Any]]:
+    """Create the operator unless it runs (and may be continued).
+
+    Returns:
+        Whether it was created, and its status.
+
+    """
     with _client(config) as client:
         try:
             status = client.status(config.name)
@@ -275,8 +295,8 @@ def _ensure_operator(config: PipelineConfig, sources: int) -> bool:
                 raise
         else:
             _continued(config, status)
-            return False
-        client.create_operator(
+            return False, status
+        status = client.create_operator(
             config.name,
             config.operator,
             dict(config.params),
@@ -286,17 +306,19 @@ def _ensure_operator(config: PipelineConfig, sources: int) -> bool:
             allowed_lateness_ms=config.allowed_lateness_ms,
             autoscale=None if config.autoscale is None else {"policy": config.autoscale},
         )
-        return True
+        return True, status
 
 
-def _writer(spark: SparkSession, config: PipelineConfig, feed: Feed) -> StreamingQuery:
+def _writer(
+    spark: SparkSession, config: PipelineConfig, feed: Feed, rows_per_trigger: int | None
+) -> StreamingQuery:
     """The query streaming ``feed``'s files, in name order, into its source."""
-    frame = (
-        spark.readStream.format(FILES)
-        .schema(spark_schema(feed.schema))
-        .option("maxFilesPerTrigger", config.files_per_trigger)
-        .load(str(feed.directory.resolve()))
-    )
+    reader = spark.readStream.format(FILES).schema(spark_schema(feed.schema))
+    if config.files_per_trigger is not None:
+        reader = reader.option("maxFilesPerTrigger", config.files_per_trigger)
+    if rows_per_trigger is not None:
+        reader = reader.option("maxRowsPerTrigger", rows_per_trigger)
+    frame = reader.load(str(feed.directory.resolve()))
     writer = (
         frame.writeStream.format(NAME)
         .queryName(f"{config.name}-in{feed.source}")
@@ -497,7 +519,7 @@ def run_pipeline(
         f"{'' if created else '; the rows counted below include the earlier runs'}\n"
     )
     try:
-        return _run(spark, config, out, feeds, created, started)
+        return _run(spark, config, out, prepared, started)
     except QueryFailed as failure:
         raise explain(
             failure,
@@ -506,6 +528,7 @@ def run_pipeline(
             config.allowed_lateness_ms,
             config.log,
             config.files_per_trigger,
+            prepared.rows_per_trigger,
         ) from None
 
 
@@ -513,13 +536,13 @@ def _run(
     spark: SparkSession,
     config: PipelineConfig,
     out: TextIO,
-    feeds: Sequence[Feed],
-    created: bool,
+    prepared: Prepared,
     started: float,
 ) -> PipelineResult:
+    feeds, rows = prepared.feeds, prepared.rows_per_trigger
     # The reader first: each query's source process starts before any micro-batch runs.
     reader = _started(partial(_reader, spark, config))
-    writers = [_started(partial(_writer, spark, config, feed)) for feed in feeds]
+    writers = [_started(partial(_writer, spark, config, feed, rows)) for feed in feeds]
     progress = _Progress(config, writers, reader, out, started)
     try:
         deadline = time.monotonic() + QUERY_TIMEOUT_S
@@ -548,7 +571,7 @@ def _run(
         batches_in=sum(_batches(q) for q in writers),
         batches_out=_batches(reader),
         seconds=time.monotonic() - started,
-        created=created,
+        created=prepared.created,
         reconfigurations=reconfigurations,
     )
 

@@ -94,6 +94,15 @@ def test_the_lateness_named_admits_every_later_micro_batch_too(tmp_path: Path) -
     # two files per micro-batch: (1000..2499) then (0..3499)
     line = str(explain(QueryFailed("job-in0", trace), [feed], tmp_path / "ck", None, None, 2))
     assert "run again with --allowed-lateness-ms 2499 (the least" in line
+    # whole files up to 2,000 rows (the files hold 1000, 1000, 2500 and 3500): part-0 and
+    # part-1 (1000..2499), then part-2 alone (500..2999), then part-3 (0..3499)
+    line = str(explain(QueryFailed("job-in0", trace), [feed], tmp_path / "ck", None, None,
+                       None, 2000))  # fmt: skip
+    assert "run again with --allowed-lateness-ms 2999 (the least" in line
+    # up to 8,000 rows: one micro-batch, late nowhere; the row refused still needs 499
+    line = str(explain(QueryFailed("job-in0", trace), [feed], tmp_path / "ck", None, None,
+                       None, 8000))  # fmt: skip
+    assert "run again with --allowed-lateness-ms 499 (the least" in line
 
 
 def test_the_admitting_lateness_reads_footers_of_any_ts_unit(tmp_path: Path) -> None:
@@ -106,6 +115,8 @@ def test_the_admitting_lateness_reads_footers_of_any_ts_unit(tmp_path: Path) -> 
     pq.write_table(pa.table({"ts": pa.array([], pa.int64())}), tmp_path / "empty.parquet")
     assert file_ts_range_ms(tmp_path / "empty.parquet") is None
     ranges = [(0, 100), (50, 60), None, (70, 200)]
-    assert admitting_lateness_ms(ranges, 1) == 50  # (50, 60) after (0, 100)
-    assert admitting_lateness_ms(ranges, 2) == 30  # one batch (0..100), then (70..200)
-    assert admitting_lateness_ms([(0, 10), (10, 20), (20, 30)], 1) == 0
+    assert admitting_lateness_ms(ranges, [1, 1, 1, 1]) == 50  # (50, 60) after (0, 100)
+    assert admitting_lateness_ms(ranges, [2, 2]) == 30  # one batch (0..100), then (70..200)
+    assert admitting_lateness_ms(ranges, [3, 1]) == 30  # the empty file changes nothing
+    assert admitting_lateness_ms(ranges, [4]) == 0  # one batch, sorted before it is added
+    assert admitting_lateness_ms([(0, 10), (10, 20), (20, 30)], [1, 1, 1]) == 0

@@ -9,11 +9,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles, ReadMaxRows
 
-from stretch.errors import SchemaError
+from stretch.errors import InputError, SchemaError
 from stretch.model.schema import Schema
-from stretch.spark.files import FILE, FilePart, OrderedFilesReader, input_files, spark_schema
+from stretch.spark.files import (
+    FILE,
+    FilePart,
+    OrderedFiles,
+    OrderedFilesReader,
+    batch_sizes,
+    files_per_batch,
+    input_files,
+    spark_schema,
+)
 
 SCHEMA = Schema.of(v="int")
 
@@ -45,6 +54,49 @@ def test_files_are_taken_in_name_order_within_the_limit(tmp_path: Path) -> None:
     last = reader.latestOffset(end, ReadMaxFiles(3))
     assert last == {FILE: "part-00003.parquet"}
     assert reader.latestOffset(last, ReadMaxFiles(3)) == last  # nothing new
+
+
+def test_a_micro_batch_takes_whole_files_up_to_its_rows() -> None:
+    rows = [3, 4, 10, 0, 2, 5]
+    assert files_per_batch(rows, None, 7) == 2  # 3 + 4
+    assert files_per_batch(rows, None, 6) == 1  # 3; 3 + 4 is over
+    assert files_per_batch(rows, None, 2) == 1  # one file, however many rows
+    assert files_per_batch(rows, 1, 100) == 1  # both limits count
+    assert files_per_batch(rows, None, None) == 6
+    assert files_per_batch([], None, 7) == 0
+    assert batch_sizes(rows, None, 7) == [2, 1, 3]  # (3 4) (10) (0 2 5)
+    assert batch_sizes(rows, 2, 7) == [2, 1, 2, 1]
+    assert batch_sizes(rows, 4, None) == [4, 2]
+
+
+def test_the_rows_limit_reads_footers_only_as_far_as_the_batch_goes(tmp_path: Path) -> None:
+    directory = tmp_path / "in"
+    directory.mkdir()
+    for name, n in [("a", 3), ("b", 4), ("c", 10), ("d", 1)]:
+        pq.write_table(
+            pa.table({"ts": list(range(n)), "v": [0] * n}), directory / f"{name}.parquet"
+        )
+    (directory / "z.parquet").write_text("not parquet")
+    options = {"path": str(directory), "maxRowsPerTrigger": "8"}
+    reader = OrderedFiles(options).streamReader(spark_schema(SCHEMA))
+    assert isinstance(reader, OrderedFilesReader)
+    assert reader.getDefaultReadLimit() == ReadMaxRows(8)
+    first = reader.latestOffset(reader.initialOffset(), ReadMaxRows(8))
+    assert first == {FILE: "b.parquet"}  # 3 + 4 rows; c's 10 would pass 8
+    second = reader.latestOffset(first, ReadMaxRows(8))
+    assert second == {FILE: "c.parquet"}  # alone: a file is never split
+    with pytest.raises(InputError, match=r"z\.parquet: cannot read it as Parquet"):
+        reader.latestOffset(second, ReadMaxRows(8))  # d's 1 row, then z's footer
+    assert reader.latestOffset(second, ReadAllAvailable()) == {FILE: "z.parquet"}
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_a_bad_limit_option_is_named(tmp_path: Path, value: str) -> None:
+    write_parts(tmp_path / "in", ["a.parquet"])
+    for option in ("maxRowsPerTrigger", "maxFilesPerTrigger"):
+        source = OrderedFiles({"path": str(tmp_path / "in"), option: value})
+        with pytest.raises(InputError, match=f"option '{option}' must be an integer >= 1"):
+            source.streamReader(spark_schema(SCHEMA))
 
 
 def test_available_now_stops_at_the_files_present_at_its_start(tmp_path: Path) -> None:

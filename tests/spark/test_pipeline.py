@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from stretch import generate
 from stretch.cli import main
 from stretch.client import StretchClient
-from stretch.spark.pipeline import read_output
+from stretch.spark.pipeline import ROWS_PER_TRIGGER, PipelineConfig, prepare, read_output
 from tests.spark.conftest import TOKEN
 
 pytestmark = pytest.mark.spark
@@ -56,6 +57,7 @@ def test_pipeline_equals_replay_and_a_rerun_adds_nothing(
                  "--trigger-rows", "20000"]) == 0  # fmt: skip
     printed = capsys.readouterr().out
     assert "done: 1500 rows in" in printed  # hedge's one trade stream
+    assert "over 1 micro-batches" in printed  # both files, far below ROWS_PER_TRIGGER rows
     expected = pq.read_table(tmp_path / "replay.parquet")
     out = read_output(spark, tmp_path / "out")  # type: ignore[arg-type]
     assert expected.num_rows > 20_000
@@ -94,3 +96,29 @@ def test_pipeline_under_an_autoscale_policy_equals_replay(
     out = read_output(spark, tmp_path / "out")  # type: ignore[arg-type]
     expected = pq.read_table(tmp_path / "replay.parquet")
     assert out.cast(expected.schema).equals(expected)
+
+
+def test_the_writers_take_no_more_rows_than_the_operator_does(
+    sidecar: str, client: StretchClient, tmp_path: Path
+) -> None:
+    """Whole files up to ``ROWS_PER_TRIGGER`` rows, or the operator's largest batch if less."""
+    trades_and_replay(tmp_path, seed=3)
+    config = PipelineConfig(operator="hedge", inputs=[tmp_path / "in"], output=tmp_path / "out",
+                            checkpoint=tmp_path / "ck", url=sidecar, token=TOKEN,
+                            name="small-batches")  # fmt: skip
+    client.create_operator("small-batches", "hedge", {}, capacity=1500)
+    largest = client.status("small-batches")["max_batch_rows"]
+    assert largest == 750  # hedge feeds its trades to both sides of the join
+    prepared = prepare(config)
+    assert (prepared.created, prepared.rows_per_trigger) == (False, largest)
+    fixed = prepare(dataclasses.replace(config, files_per_trigger=3))
+    assert fixed.rows_per_trigger is None  # --files-per-trigger: files, not rows
+    client.delete_operator("small-batches")
+    assert prepare(config).rows_per_trigger == ROWS_PER_TRIGGER  # created with room for more
+    client.delete_operator("small-batches")
+
+
+def test_the_help_quotes_the_rows_per_micro_batch(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["pipeline", "--help"])
+    assert f"files as hold {ROWS_PER_TRIGGER:,} rows" in " ".join(capsys.readouterr().out.split())

@@ -86,7 +86,8 @@ def test_a_late_file_is_named_with_the_options_that_accept_it(
     (tmp_path / "token").write_text(TOKEN)
     args = ["pipeline", "wordcount", "--param", "wa=500", "--param", "ws=1000", "--input",
             str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--url", sidecar,
-            "--token-file", str(tmp_path / "token"), "--name", "late-files"]  # fmt: skip
+            "--token-file", str(tmp_path / "token"), "--name", "late-files",
+            "--files-per-trigger", "1"]  # fmt: skip
     assert main(args) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert "row 1 has ts 1000, before the released watermark 2490" in line
