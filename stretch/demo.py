@@ -126,6 +126,7 @@ def run_demo(
                 params={"ws": str(BAND_MS)},
                 parallelism=parallelism,
                 max_parallelism=max(parallelism, 4),
+                files_per_trigger=1,  # a stream of files, one at a time, for the autoscaler
                 autoscale=autoscale,
             )
             result = run_pipeline(spark, config, out)

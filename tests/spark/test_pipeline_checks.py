@@ -182,7 +182,7 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path: Path) -> None:
             pq.write_table(table.slice(k * 100, 100), directory / f"part-{k:03d}.parquet")
     returncode, out, err = interrupted(
         ["scalejoin", "--input", str(left), "--input", str(right),
-         "--output", str(tmp_path / "out")],
+         "--output", str(tmp_path / "out"), "--files-per-trigger", "1"],
         "created ",  # Spark runs once the operator's line is printed
         signal.SIGINT,
     )  # fmt: skip

@@ -46,7 +46,7 @@ def test_a_killed_pipeline_rerun_continues_and_equals_replay(spark: object, tmp_
                  "--output", str(tmp_path / "replay.parquet")]) == 0  # fmt: skip
     args = ["pipeline", "hedge", "--input", str(tmp_path / "in"), "--output",
             str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"),
-            "--trigger-rows", "5000"]  # fmt: skip
+            "--trigger-rows", "5000", "--files-per-trigger", "1"]  # fmt: skip
     state = tmp_path / "ck" / "sidecar"
     with (tmp_path / "first-run.log").open("wb") as log:
         first = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments

@@ -93,7 +93,8 @@ def test_pipeline_over_running_shards_by_url(
     expected = pq.read_table(tmp_path / "replay.parquet")
     with LocalSidecars(2, tmp_path / "shards") as shards:
         assert main(["pipeline", "wordcount", *params, "--input", str(tmp_path / "in"),
-                     "--output", str(tmp_path / "out"), "--url", shards.url]) == 0  # fmt: skip
+                     "--output", str(tmp_path / "out"), "--url", shards.url,
+                     "--files-per-trigger", "1"]) == 0  # fmt: skip
         with connect(shards.url) as sharded:  # the reader's commits carried its cuts
             outputs = [s["output"] for s in sharded.status("pipeline-wordcount")["shards"]]
     offsets = [output["committed_offset"] for output in outputs]
