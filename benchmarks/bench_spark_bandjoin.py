@@ -14,8 +14,10 @@ written in name order, modification times increasing with the names):
 
 * ``stretch pipeline scalejoin`` (its own sidecar on loopback, ``local[*]``, its default
   micro-batches: as many whole part files as hold ``ROWS_PER_TRIGGER`` rows);
-* the bucketed query as a Structured Streaming job (file streams with the same part files
-  per micro-batch as the pipeline's, ``availableNow``, Parquet sink): ``--query stream``;
+* the bucketed query as a Structured Streaming job (file streams, ``availableNow``, Parquet
+  sink): ``--query stream``, with the part files per micro-batch the pipeline's writers
+  take and with one per micro-batch (whichever is faster is the baseline: more rows per
+  micro-batch made Spark's stream-stream join slower at 2 x 500k);
 * the same query over static DataFrames: ``--query batch``.
 
 All three outputs are read back and compared as sorted rows (``ts`` is the later tuple's,
@@ -164,12 +166,13 @@ def measure(rows: int, rate: float, ws_ms: int, parts: int, runs: int) -> dict[s
         write_parts(right, work / "R", parts)
         stretch = str(Path(sys.executable).with_name("stretch"))
         inputs = ["--input", str(work / "L"), "--input", str(work / "R")]
-        # The streaming query's micro-batches hold the part files the pipeline's do.
+        # The streaming query runs with the part files per micro-batch the pipeline's
+        # writers take, and with one (the faster of the two is the baseline).
         part_rows = [pq.read_metadata(p).num_rows for p in input_files(work / "L")]
         per_trigger = files_per_batch(part_rows, None, ROWS_PER_TRIGGER)
         spark = [sys.executable, __file__, "--left", str(work / "L"), "--right",
-                 str(work / "R"), "--ws-ms", str(ws_ms), "--files-per-trigger",
-                 str(per_trigger), "--query"]  # fmt: skip
+                 str(work / "R"), "--ws-ms", str(ws_ms), "--query"]  # fmt: skip
+        trigger = ["--files-per-trigger", str(per_trigger)]
         commands = {
             "stretch_pipeline": [
                 stretch,
@@ -180,9 +183,12 @@ def measure(rows: int, rate: float, ws_ms: int, parts: int, runs: int) -> dict[s
                 f"ws={ws_ms}",
                 "--output",
             ],  # fmt: skip
-            "spark_stream": [*spark, "stream", "--output"],
+            "spark_stream": [*spark, "stream", *trigger, "--output"],
+            "spark_stream_one_file": [*spark, "stream", "--files-per-trigger", "1", "--output"],
             "spark_batch": [*spark, "batch", "--output"],
         }
+        if per_trigger == 1:
+            del commands["spark_stream_one_file"]  # the same query
         outputs: dict[str, pa.Table] = {}
 
         def run(case: str) -> dict[str, float]:
@@ -196,12 +202,16 @@ def measure(rows: int, rate: float, ws_ms: int, parts: int, runs: int) -> dict[s
 
         samples = interleaved(runs, {case: partial(run, case) for case in commands})
         reference = outputs["stretch_pipeline"]
+        median = {case: medians(rs)["seconds"] for case, rs in samples.items()}
+        stream = min(s for case, s in median.items() if case.startswith("spark_stream"))
         return {
             "rows_per_side": rows,
             "files_per_trigger": per_trigger,
             "output_rows": reference.num_rows,
             "seconds": {case: [r["seconds"] for r in rs] for case, rs in samples.items()},
-            "median_s": {case: medians(rs)["seconds"] for case, rs in samples.items()},
+            "median_s": median,
+            "pipeline_speed_over_best_stream": stream / median["stretch_pipeline"],
+            "pipeline_speed_over_batch": median["spark_batch"] / median["stretch_pipeline"],
             "same_rows_as_stretch": {
                 case: bool(table.equals(reference)) for case, table in outputs.items()
             },

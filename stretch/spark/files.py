@@ -112,8 +112,8 @@ def batch_sizes(rows: Sequence[int], max_files: int | None, max_rows: int | None
     """The files of each micro-batch that reads files of ``rows`` rows, from the first on."""
     sizes: list[int] = []
     at = 0
-    while at < len(rows):
-        sizes.append(files_per_batch(rows[at:], max_files, max_rows))
+    while at < len(rows):  # each batch reads its files' rows and the next one's: O(files)
+        sizes.append(files_per_batch((rows[i] for i in range(at, len(rows))), max_files, max_rows))
         at += sizes[-1]
     return sizes
 
