@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from stretch.generate import GENERATORS
 from stretch.operators.catalog import build
 from stretch.spark.cli import describe_reconfigurations
-from stretch.spark.pipeline import PipelineConfig, read_output, run_pipeline
+from stretch.spark.pipeline import PipelineConfig, micro_batches, read_output, run_pipeline
 from stretch.spark.session import local_session
 from stretch.spark.sidecar import EmbeddedSidecar
 from stretch.vsn import run_vsn
@@ -143,7 +143,7 @@ def run_demo(
     )
     out.write(
         f"\nSpark sent the {rows:,} trades to the join's trade stream (it feeds both "
-        f"sides) in {result.batches_in} micro-batches; the join ({scaling}) found "
+        f"sides) in {micro_batches(result.batches_in)}; the join ({scaling}) found "
         f"{result.rows_out:,} hedging pairs, which Spark read back and wrote as Parquet. "
         f"End to end {result.seconds:.1f} s ({rows / result.seconds:,.0f} trades/s, "
         "Spark's own per-batch cost included).\n"

@@ -27,7 +27,7 @@ from pyspark.sql import SparkSession
 
 from stretch.api.serve import read_token
 from stretch.errors import InputError
-from stretch.spark.pipeline import PipelineConfig, claim, prepare, run_pipeline
+from stretch.spark.pipeline import PipelineConfig, claim, micro_batches, prepare, run_pipeline
 from stretch.spark.preflight import check_inputs, check_sidecars
 from stretch.spark.session import local_session
 from stretch.spark.sidecar import EmbeddedSidecar, LocalSidecars
@@ -136,8 +136,8 @@ def run_pipeline_command(
     rate = sum(result.rows_in) / result.seconds if result.seconds else 0.0
     out.write(
         f"done: {sum(result.rows_in)} rows in ({', '.join(map(str, result.rows_in))} per "
-        f"source) over {result.batches_in} micro-batches, {result.rows_out} rows out over "
-        f"{result.batches_out} micro-batches, in {result.seconds:.1f} s ({rate:,.0f} rows/s "
+        f"source) over {micro_batches(result.batches_in)}, {result.rows_out} rows out over "
+        f"{micro_batches(result.batches_out)}, in {result.seconds:.1f} s ({rate:,.0f} rows/s "
         f"in, Spark included); output in {output} (order rows by 'offset')\n"
     )
     out.write(describe_reconfigurations(result.reconfigurations))

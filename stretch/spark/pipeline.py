@@ -52,10 +52,12 @@ from stretch.spark.reader import OFFSET
 from stretch.spark.source import NAME
 
 __all__ = [
+    "ROWS_PER_TRIGGER",
     "PipelineConfig",
     "PipelineResult",
     "Prepared",
     "prepare",
+    "micro_batches",
     "read_output",
     "run_pipeline",
 ]
@@ -474,9 +476,9 @@ class _Progress:
             f"({', '.join(str(s['parallelism']) for s in shards)})"
         )
         said = (
-            f"in: {rows_in} rows in {sum(_batches(q) for q in self._writers)} micro-batches; "
-            f"out: {status['output']['end_offset']} rows, read in {_batches(self._reader)} "
-            f"micro-batches; {threads}"
+            f"in: {rows_in} rows in {micro_batches(sum(_batches(q) for q in self._writers))}; "
+            f"out: {status['output']['end_offset']} rows, read in "
+            f"{micro_batches(_batches(self._reader))}; {threads}"
         )
         if if_new and said == self._said:
             return
@@ -612,6 +614,11 @@ def _wait_finished(client: StretchClient | ShardedClient, name: str) -> dict[str
         return client.wait_finished(name, DRAIN_TIMEOUT_S)
     except TimeoutError as exc:
         raise StretchError(str(exc)) from exc
+
+
+def micro_batches(count: int) -> str:
+    """``count`` micro-batches in words: "1 micro-batch", "4 micro-batches"."""
+    return f"{count} micro-batch" if count == 1 else f"{count} micro-batches"
 
 
 def read_output(spark: SparkSession, directory: Path) -> pa.Table:

@@ -57,7 +57,7 @@ def test_pipeline_equals_replay_and_a_rerun_adds_nothing(
                  "--trigger-rows", "20000"]) == 0  # fmt: skip
     printed = capsys.readouterr().out
     assert "done: 1500 rows in" in printed  # hedge's one trade stream
-    assert "over 1 micro-batches" in printed  # both files, far below ROWS_PER_TRIGGER rows
+    assert "over 1 micro-batch," in printed  # both files, far below ROWS_PER_TRIGGER rows
     expected = pq.read_table(tmp_path / "replay.parquet")
     out = read_output(spark, tmp_path / "out")  # type: ignore[arg-type]
     assert expected.num_rows > 20_000
