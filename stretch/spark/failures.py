@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from stretch.errors import StretchError
 from stretch.spark.files import FILE, batch_sizes
@@ -125,19 +124,12 @@ def _admitting(feeds: Sequence[Feed], max_files: int | None, max_rows: int | Non
         return max(
             admitting_lateness_ms(
                 [file_ts_range_ms(p) for p in feed.files],
-                batch_sizes(_rows(feed, max_rows), max_files, max_rows),
+                batch_sizes(feed.rows, max_files, max_rows),
             )
             for feed in feeds
         )
     except (OSError, ValueError, pa.ArrowException, StretchError):
         return None
-
-
-def _rows(feed: Feed, max_rows: int | None) -> list[int]:
-    """The rows of each of ``feed``'s files (their footers'), or zeros if rows do not count."""
-    if max_rows is None:
-        return [0] * len(feed.files)
-    return [pq.read_metadata(p).num_rows for p in feed.files]
 
 
 def explain(
