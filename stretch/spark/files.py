@@ -11,11 +11,14 @@ numbers), whatever their modification times, so every run sees the same stream.
   ``_`` or ``.`` (``_SUCCESS``, ``.crc`` files and ``_checkpoint`` are skipped, as Spark
   skips them); every such file must be Parquet.
 * An offset is ``{"file": NAME}``, the last file taken so far (``""`` before the first):
-  a micro-batch takes the files whose names sort after it, one read task per file, in
-  name order: at most ``maxFilesPerTrigger`` files and, with ``maxRowsPerTrigger``, no
-  more files than fit in that many rows (counted from the files' Parquet footers), but
-  always at least one. A file added later whose name sorts before the last one taken is
-  never read: add files in name order.
+  a micro-batch takes the files whose names sort after it, in name order: at most
+  ``maxFilesPerTrigger`` files and, with ``maxRowsPerTrigger``, no more files than fit in
+  that many rows (counted from the files' Parquet footers), but always at least one. A
+  file added later whose name sorts before the last one taken is never read: add files in
+  name order.
+* A read task reads consecutive files up to ``ROWS_PER_TASK`` rows (a larger file alone):
+  every task costs Spark a fixed tens of milliseconds, so a directory of many small files
+  is read in few tasks.
 * The schema is ``ts`` (long, ms; a Parquet timestamp column is floored to ms) and payload
   columns of the types the sidecar knows (long, double, boolean, string). Each file is
   checked and cast as ``stretch replay`` checks its inputs (``stretch.model.schema.conform``):
@@ -60,6 +63,7 @@ __all__ = [
     "OrderedFilesReader",
     "batch_sizes",
     "files_per_batch",
+    "task_sizes",
     "input_files",
     "spark_schema",
 ]
@@ -70,6 +74,8 @@ FILE = "file"
 """The key of an offset naming the last file taken."""
 ROWS_PER_BATCH = 65_536
 """Rows per record batch handed to Spark."""
+ROWS_PER_TASK = 65_536
+"""A read task takes consecutive files until they hold this many rows (a larger file alone)."""
 
 _SPARK: dict[ColumnType, DataType] = {
     ColumnType.INT: LongType(),
@@ -115,6 +121,23 @@ def batch_sizes(rows: Sequence[int], max_files: int | None, max_rows: int | None
     while at < len(rows):  # each batch reads its files' rows and the next one's: O(files)
         sizes.append(files_per_batch((rows[i] for i in range(at, len(rows))), max_files, max_rows))
         at += sizes[-1]
+    return sizes
+
+
+def task_sizes(rows: Sequence[int], per_task: int) -> list[int]:
+    """The files of each read task over files of ``rows`` rows, in reading order.
+
+    Consecutive files; a task closes once it holds ``per_task`` rows or more (a file is
+    never split). O(files).
+    """
+    sizes: list[int] = []
+    total = 0
+    for n in rows:
+        if not sizes or total >= per_task:
+            sizes.append(0)
+            total = 0
+        sizes[-1] += 1
+        total += n
     return sizes
 
 
@@ -207,9 +230,9 @@ class OrderedFiles(DataSource):
 
 @dataclass
 class FilePart(InputPartition):
-    """One read task: one file."""
+    """One read task: consecutive files, read in this order."""
 
-    path: str
+    paths: tuple[str, ...]
 
 
 class OrderedFilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -279,19 +302,25 @@ class OrderedFilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             try:
                 self._rows[name] = pq.read_metadata(path).num_rows
             except (OSError, pa.ArrowException) as exc:
-                msg = f"{path}: cannot read it as Parquet: {exc}"
-                raise InputError(msg) from exc
+                raise _unreadable(path, exc) from exc
         return self._rows[name]
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        """One read task per file in ``(start, end]``, in name order."""
+        """The files in ``(start, end]``, in name order, in read tasks of ``task_sizes``."""
         low, high = str(start[FILE]), str(end[FILE])
-        return [FilePart(str(self.directory / n)) for n in self._names() if low < n <= high]
+        names = [n for n in self._names() if low < n <= high]
+        parts: list[InputPartition] = []
+        at = 0
+        for size in task_sizes([self._file_rows(n) for n in names], ROWS_PER_TASK):
+            parts.append(FilePart(tuple(str(self.directory / n) for n in names[at : at + size])))
+            at += size
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """The rows of one file, checked and cast to the schema (runs on an executor)."""
+        """The rows of a task's files, checked and cast to the schema (runs on an executor)."""
         assert isinstance(partition, FilePart)
-        return _read(partition.path, self.payload)
+        for path in partition.paths:
+            yield from _read(path, self.payload)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: the files stay where they are."""
@@ -302,6 +331,9 @@ def _read(path: str, payload: Schema) -> Iterator[pa.RecordBatch]:
     try:
         table = pq.read_table(path, columns=[c for c in names if c in pq.read_schema(path).names])
     except (OSError, pa.ArrowException) as exc:
-        msg = f"{path}: cannot read it as Parquet: {exc}"
-        raise InputError(msg) from exc
+        raise _unreadable(path, exc) from exc
     yield from conform(table, payload, path).to_batches(ROWS_PER_BATCH)
+
+
+def _unreadable(path: str | Path, exc: Exception) -> InputError:
+    return InputError(f"{path}: cannot read it as Parquet: {exc}")

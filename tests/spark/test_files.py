@@ -15,6 +15,7 @@ from stretch.errors import InputError, SchemaError
 from stretch.model.schema import Schema
 from stretch.spark.files import (
     FILE,
+    ROWS_PER_TASK,
     FilePart,
     OrderedFiles,
     OrderedFilesReader,
@@ -22,6 +23,7 @@ from stretch.spark.files import (
     files_per_batch,
     input_files,
     spark_schema,
+    task_sizes,
 )
 
 SCHEMA = Schema.of(v="int")
@@ -49,8 +51,9 @@ def test_files_are_taken_in_name_order_within_the_limit(tmp_path: Path) -> None:
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadMaxFiles(3))
     assert end == {FILE: "part-00002.parquet"}
-    parts = reader.partitions(start, end)
-    assert [Path(p.path).name for p in parts if isinstance(p, FilePart)] == sorted(names)[:3]
+    (part,) = reader.partitions(start, end)  # three one-row files: one read task
+    assert isinstance(part, FilePart)
+    assert [Path(p).name for p in part.paths] == sorted(names)[:3]
     last = reader.latestOffset(end, ReadMaxFiles(3))
     assert last == {FILE: "part-00003.parquet"}
     assert reader.latestOffset(last, ReadMaxFiles(3)) == last  # nothing new
@@ -67,6 +70,29 @@ def test_a_micro_batch_takes_whole_files_up_to_its_rows() -> None:
     assert batch_sizes(rows, None, 7) == [2, 1, 3]  # (3 4) (10) (0 2 5)
     assert batch_sizes(rows, 2, 7) == [2, 1, 2, 1]
     assert batch_sizes(rows, 4, None) == [4, 2]
+
+
+def test_a_read_task_takes_consecutive_files_up_to_its_rows(tmp_path: Path) -> None:
+    assert task_sizes([3, 4, 10, 0, 2, 5], 7) == [2, 1, 3]  # (3 4) (10) (0 2 5)
+    assert task_sizes([9, 1, 1], 7) == [1, 2]  # a large file alone
+    assert task_sizes([1] * 5, 100) == [5]
+    assert task_sizes([], 7) == []
+
+    directory = tmp_path / "in"
+    directory.mkdir()
+    sizes = {"a": ROWS_PER_TASK - 1, "b": 1, "c": ROWS_PER_TASK + 5, "d": 2, "e": 3}
+    for name, n in sizes.items():
+        pq.write_table(pa.table({"ts": range(n), "v": [0] * n}), directory / f"{name}.parquet")
+    reader = OrderedFilesReader(directory, spark_schema(SCHEMA), max_files=None)
+    start = reader.initialOffset()
+    parts = reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))
+    assert [[Path(p).stem for p in part.paths] for part in parts if isinstance(part, FilePart)] == [
+        ["a", "b"],
+        ["c"],
+        ["d", "e"],
+    ]
+    rows = [sum(b.num_rows for b in reader.read(part)) for part in parts]
+    assert rows == [ROWS_PER_TASK, ROWS_PER_TASK + 5, 5]
 
 
 def test_the_rows_limit_reads_footers_only_as_far_as_the_batch_goes(tmp_path: Path) -> None:
@@ -121,14 +147,14 @@ def test_a_file_is_read_checked_and_cast_like_replays_inputs(tmp_path: Path) -> 
         path,
     )
     reader = OrderedFilesReader(tmp_path, spark_schema(SCHEMA), max_files=None)
-    (batch,) = list(reader.read(FilePart(str(path))))
+    (batch,) = list(reader.read(FilePart((str(path),))))
     assert batch.schema.names == ["ts", "v"]
     assert batch.column(0).to_pylist() == [1, 2]  # us floored to ms
     assert batch.column(1).type == pa.int64()
 
     pq.write_table(pa.table({"ts": [1], "v": ["text"]}), path)
     with pytest.raises(SchemaError, match=r"p\.parquet: row 1, column 'v': expected int"):
-        list(reader.read(FilePart(str(path))))
+        list(reader.read(FilePart((str(path),))))
 
 
 def test_the_spark_schema_maps_the_sidecars_types() -> None:
