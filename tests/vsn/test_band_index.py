@@ -265,6 +265,36 @@ def test_a_dropped_grid_comes_back_when_the_data_spreads() -> None:
     assert grids(pipeline) == [True, True]
 
 
+@pytest.mark.parametrize("index", ["on", "off"])
+def test_switches_back_to_back_gather_each_key_from_where_it_lies(index: str) -> None:
+    """Switches with no input between them: an instance whose keys changed gathers them on
+    its next run, from slabs that earlier switches had not gathered yet either."""
+    rng = np.random.default_rng(11)
+    n = 2000
+    ts = np.sort(rng.integers(0, 2000, n)).tolist()
+    left = SCALEJOIN_L.table(ts, [(int(v), 0.0) for v in rng.integers(0, 400, n)])
+    right = SCALEJOIN_R.table(ts, [(int(v), 1.0, 0.0, False) for v in rng.integers(0, 400, n)])
+    op = build("scalejoin", {"ws": 200, "keys": 6, "index": index})
+    groups = op.key_groups
+    shuffled = [int(g) for g in rng.integers(0, 3, groups)]
+    schedule: list[Step] = [
+        (700, 3, None),
+        (700, 2, None),
+        (700, 3, shuffled),  # the same ts: none of the three ran in between
+        (1400, 1, None),
+        (1400, 3, [2 - g for g in shuffled]),
+        (1400, 2, None),
+    ]
+    out, pipeline = run_schedule(op, [left, right], 1, 3, schedule)
+    assert out.equals(run_sn(op, [left, right]))
+    assert out.num_rows > 0
+    kernel = pipeline._pool.compiled
+    assert isinstance(kernel, BandJoinKernel)
+    held = sorted(key for slab in kernel.slabs.values() for key in slab.slot_keys.tolist())
+    waiting = sorted(key for mine, _ in kernel.pending.values() for key in mine.tolist())
+    assert sorted(held + waiting) == list(range(6))  # every key in one place
+
+
 def test_partition_band_stores_each_block_at_its_key() -> None:
     """``partition=band``: a slab's stores hold the tuples of its keys' blocks alone.
 

@@ -245,9 +245,10 @@ class _Slab:
     Slot s keeps, per side, the stored tuples' ts and seq (``ts[s, side]``,
     ``seq[s, side]``) and the columns the predicate reads
     (``columns[side][c][s * capacity + p]``), all in insertion order between the bounds'
-    head and tail. Only its instance touches a slab between two switches, so it may grow
-    or be compacted at any time; a switch (every instance at the barrier) moves keys
-    between slabs.
+    head and tail. Only its instance changes a slab between two switches, so it may grow
+    or be compacted at any time; after a switch that changes an instance's keys, the
+    instance gathers them from the slabs that held them into a new slab (others may read
+    the same old slabs meanwhile; nobody changes them any more).
     """
 
     def __init__(
@@ -403,6 +404,9 @@ class BandJoinKernel:
             for side, schema in enumerate((left, right))
         )
         self.slabs: dict[int, _Slab] = {}
+        # An instance whose keys changed at the last switch: its keys and where each one's
+        # tuples lie (a slab and slot), gathered into its new slab on its next run.
+        self.pending: dict[int, tuple[NDArray[np.int64], dict[int, tuple[_Slab, int]]]] = {}
         # Each instance's match buffer, kept from run to run: it grows (to what one group
         # of probes may find) once, not from its first size in every run.
         self.outs: dict[int, NDArray[np.int64]] = {}
@@ -415,24 +419,41 @@ class BandJoinKernel:
         return watermark
 
     def switch(self, plan: EpochPlan) -> None:
-        """Move every key's stored tuples to the slab of its owner under ``plan``.
+        """Give every key's stored tuples to its owner under ``plan``, copying nothing.
 
-        An instance whose keys do not change keeps its slab (no copy).
+        An instance whose keys do not change keeps its slab. Every other instance notes
+        where its keys' tuples lie; it gathers them into a new slab on its next run, so
+        the instances do that in parallel after the barrier rather than one of them for
+        all while the others wait. The slabs it reads from stay as they are until then:
+        their former owners have new slabs or left.
         """
+        where = self._locations()
+        owner = plan.owners[self.groups]
+        slabs, pending = {}, {}
+        for j in range(plan.parallelism):
+            mine = np.flatnonzero(owner == j)
+            kept = self.slabs.get(j)
+            if kept is not None and np.array_equal(kept.slot_keys, mine):
+                slabs[j] = kept
+            else:
+                pending[j] = (mine, {k: where[k] for k in mine.tolist() if k in where})
+        self.slabs, self.pending = slabs, pending
+
+    def _locations(self) -> dict[int, tuple[_Slab, int]]:
+        """Where each key's stored tuples lie: a slab and its slot."""
         where = {
             key: (slab, s)
             for slab in self.slabs.values()
             for s, key in enumerate(slab.slot_keys.tolist())
         }
-        owner = plan.owners[self.groups]
-        slabs = {}
-        for j in range(plan.parallelism):
-            mine = np.flatnonzero(owner == j)
-            kept = self.slabs.get(j)
-            if kept is None or not np.array_equal(kept.slot_keys, mine):
-                kept = _Slab.gather(mine, self.dtypes, where, 0, self.band)
-            slabs[j] = kept
-        self.slabs = slabs
+        for _, at in self.pending.values():
+            where.update(at)
+        return where
+
+    def _all_slabs(self) -> list[_Slab]:
+        """Every slab that holds a key's tuples, once each (built or still to gather from)."""
+        slabs = {id(slab): slab for slab, _ in self._locations().values()}
+        return list(slabs.values())
 
     def codes_in_use(self) -> list[NDArray[np.int32]]:
         """The string codes the slabs keep for their live tuples (the predicate compares them).
@@ -440,7 +461,7 @@ class BandJoinKernel:
         A grid's copies are of live tuples too, or of expired ones its probes purge first.
         """
         found = []
-        for slab in self.slabs.values():
+        for slab in self._all_slabs():
             for side in (0, 1):
                 if self.strings[side]:
                     live = _live(slab, side)
@@ -461,12 +482,15 @@ class BandJoinKernel:
         if n == 0:
             return 0
         owned = np.flatnonzero(owned_groups(instance)[self.groups])
-        # Before the first switch nothing is stored yet, so a slab starts empty.
-        slab = self.slabs.get(instance.j) or _Slab(owned, self.dtypes, MIN_CAPACITY, self.band)
-        assert np.array_equal(slab.slot_keys, owned), "a slab out of step with the mapping"
         # Round robin: a key stores about one in K of the run's tuples per side (by band
         # more or fewer: a store that fills stops the kernel, which then grows it).
         extra = n // self.keys + 2
+        if instance.j in self.pending:  # its keys changed at the last switch
+            mine, where = self.pending.pop(instance.j)
+            slab = _Slab.gather(mine, self.dtypes, where, extra, self.band)
+        else:  # before the first switch nothing is stored yet, so a slab starts empty
+            slab = self.slabs.get(instance.j) or _Slab(owned, self.dtypes, MIN_CAPACITY, self.band)
+        assert np.array_equal(slab.slot_keys, owned), "a slab out of step with the mapping"
         slab = self.slabs[instance.j] = slab.reserve(extra)
         audit_groups(instance, self.groups[owned])
         held = tuple(store.rows() for store in instance.shared.sources)
@@ -600,7 +624,7 @@ class BandJoinKernel:
 
     def state_bytes(self) -> int:
         """The bytes of every slab's stores and grids: the join's window state."""
-        return sum(slab.nbytes for slab in self.slabs.values())
+        return sum(slab.nbytes for slab in self._all_slabs())
 
     def _emit(
         self,
