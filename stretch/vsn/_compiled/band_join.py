@@ -440,13 +440,17 @@ class BandJoinKernel:
         self.slabs, self.pending = slabs, pending
 
     def _locations(self) -> dict[int, tuple[_Slab, int]]:
-        """Where each key's stored tuples lie: a slab and its slot."""
+        """Where each key's stored tuples lie: a slab and its slot.
+
+        Reads each dict in one step (``list``), so a caller outside the barrier (the
+        state's bytes) never sees one change size as it goes.
+        """
         where = {
             key: (slab, s)
-            for slab in self.slabs.values()
+            for slab in list(self.slabs.values())
             for s, key in enumerate(slab.slot_keys.tolist())
         }
-        for _, at in self.pending.values():
+        for _, at in list(self.pending.values()):
             where.update(at)
         return where
 
