@@ -63,9 +63,9 @@ __all__ = [
     "OrderedFilesReader",
     "batch_sizes",
     "files_per_batch",
-    "task_sizes",
     "input_files",
     "spark_schema",
+    "task_sizes",
 ]
 
 FILES = "stretch-files"
