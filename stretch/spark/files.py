@@ -65,7 +65,6 @@ __all__ = [
     "files_per_batch",
     "input_files",
     "spark_schema",
-    "task_sizes",
 ]
 
 FILES = "stretch-files"
@@ -75,7 +74,7 @@ FILE = "file"
 ROWS_PER_BATCH = 65_536
 """Rows per record batch handed to Spark."""
 ROWS_PER_TASK = 65_536
-"""A read task takes consecutive files until they hold this many rows (a larger file alone)."""
+"""A read task takes as many consecutive files as hold this many rows (a larger file alone)."""
 
 _SPARK: dict[ColumnType, DataType] = {
     ColumnType.INT: LongType(),
@@ -121,23 +120,6 @@ def batch_sizes(rows: Sequence[int], max_files: int | None, max_rows: int | None
     while at < len(rows):  # each batch reads its files' rows and the next one's: O(files)
         sizes.append(files_per_batch((rows[i] for i in range(at, len(rows))), max_files, max_rows))
         at += sizes[-1]
-    return sizes
-
-
-def task_sizes(rows: Sequence[int], per_task: int) -> list[int]:
-    """The files of each read task over files of ``rows`` rows, in reading order.
-
-    Consecutive files; a task closes once it holds ``per_task`` rows or more (a file is
-    never split). O(files).
-    """
-    sizes: list[int] = []
-    total = 0
-    for n in rows:
-        if not sizes or total >= per_task:
-            sizes.append(0)
-            total = 0
-        sizes[-1] += 1
-        total += n
     return sizes
 
 
@@ -306,12 +288,15 @@ class OrderedFilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._rows[name]
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        """The files in ``(start, end]``, in name order, in read tasks of ``task_sizes``."""
+        """The files in ``(start, end]``, in name order, in read tasks of ``ROWS_PER_TASK`` rows.
+
+        Grouped as ``batch_sizes`` groups a micro-batch's files under a rows limit.
+        """
         low, high = str(start[FILE]), str(end[FILE])
         names = [n for n in self._names() if low < n <= high]
         parts: list[InputPartition] = []
         at = 0
-        for size in task_sizes([self._file_rows(n) for n in names], ROWS_PER_TASK):
+        for size in batch_sizes([self._file_rows(n) for n in names], None, ROWS_PER_TASK):
             parts.append(FilePart(tuple(str(self.directory / n) for n in names[at : at + size])))
             at += size
         return parts

@@ -23,7 +23,6 @@ from stretch.spark.files import (
     files_per_batch,
     input_files,
     spark_schema,
-    task_sizes,
 )
 
 SCHEMA = Schema.of(v="int")
@@ -73,10 +72,11 @@ def test_a_micro_batch_takes_whole_files_up_to_its_rows() -> None:
 
 
 def test_a_read_task_takes_consecutive_files_up_to_its_rows(tmp_path: Path) -> None:
-    assert task_sizes([3, 4, 10, 0, 2, 5], 7) == [2, 1, 3]  # (3 4) (10) (0 2 5)
-    assert task_sizes([9, 1, 1], 7) == [1, 2]  # a large file alone
-    assert task_sizes([1] * 5, 100) == [5]
-    assert task_sizes([], 7) == []
+    # a read task groups files as a micro-batch does under a rows limit (batch_sizes)
+    assert batch_sizes([3, 4, 10, 0, 2, 5], None, 7) == [2, 1, 3]  # (3 4) (10) (0 2 5)
+    assert batch_sizes([9, 1, 1], None, 7) == [1, 2]  # a large file alone
+    assert batch_sizes([1] * 5, None, 100) == [5]
+    assert batch_sizes([], None, 7) == []
 
     directory = tmp_path / "in"
     directory.mkdir()
