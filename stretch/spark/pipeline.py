@@ -56,8 +56,8 @@ __all__ = [
     "PipelineConfig",
     "PipelineResult",
     "Prepared",
-    "prepare",
     "micro_batches",
+    "prepare",
     "read_output",
     "run_pipeline",
 ]
