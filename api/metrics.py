@@ -70,6 +70,7 @@ class OperatorSnapshot:
     instance_busy_s: Sequence[float] = field(default_factory=tuple)
     autoscale_decisions: Mapping[str, int] = field(default_factory=dict)
     dictionary_bytes: int = 0
+    state_bytes: int | None = None
     sources: Sequence[SourceSnapshot] = field(default_factory=tuple)
 
 
@@ -112,6 +113,11 @@ class _RuntimeCollector(Collector):
             "Bytes of the string dictionary (compacted at barriers when due)",
             labels=["operator"],
         )
+        state = GaugeMetricFamily(
+            "stretch_state_bytes",
+            "Bytes of the arrays holding the operator's windows (compiled kernels only)",
+            labels=["operator"],
+        )
         durations = HistogramMetricFamily(
             "stretch_reconfiguration_duration_seconds",
             "Reconfiguration time from the call to completion",
@@ -143,6 +149,8 @@ class _RuntimeCollector(Collector):
             occupancy.add_metric([snap.name, "in"], snap.esg_in_occupancy)
             occupancy.add_metric([snap.name, "out"], snap.esg_out_occupancy)
             dictionary.add_metric([snap.name], snap.dictionary_bytes)
+            if snap.state_bytes is not None:
+                state.add_metric([snap.name], snap.state_bytes)
             durations.add_metric(
                 [snap.name], _buckets(snap.reconfiguration_s), sum(snap.reconfiguration_s)
             )
@@ -156,6 +164,7 @@ class _RuntimeCollector(Collector):
             active,
             occupancy,
             dictionary,
+            state,
             durations,
             busy,
             decisions,

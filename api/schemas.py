@@ -218,6 +218,9 @@ class OperatorStatus(BaseModel):
     instances: list[InstanceStatus]
     output: OutputStatus
     counters: OperatorCounters
+    state_bytes: int | None = Field(
+        description="bytes of the arrays holding the operator's windows (null: generic path)"
+    )
     shard: ShardRequest | None = Field(default=None, description="the shard it is, if sharded")
 
 

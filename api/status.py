@@ -68,6 +68,7 @@ def operator_status(managed: ManagedOperator) -> OperatorStatus:
             duplicate_batches=sum(c.duplicate_batches for c in managed.sources),
             esg_in_occupancy=status.esg_in.occupancy,
         ),
+        state_bytes=status.state_bytes,
         shard=None if shard is None else ShardRequest(index=shard.index, count=shard.count),
     )
 
@@ -97,6 +98,7 @@ def operator_snapshot(managed: ManagedOperator) -> OperatorSnapshot:
             r.duration_ms / 1e3 for r in status.reconfigurations if r.duration_ms is not None
         ],
         dictionary_bytes=status.dictionary_bytes,
+        state_bytes=status.state_bytes,
         sources=[
             SourceSnapshot(c.tuples_in, c.late_tuples, c.duplicate_batches) for c in managed.sources
         ],

@@ -133,13 +133,16 @@ class ShardedClient:
     def status(self, name: str) -> dict[str, Any]:
         """The merged status: shard 0's sources (every shard gets every row), summed output.
 
-        ``shards`` holds each shard's own status; ``parallelism`` is the threads of all.
+        ``shards`` holds each shard's own status; ``parallelism`` is the threads of all,
+        ``state_bytes`` the window state of all (None if a shard runs the generic path).
         """
         each = self._each(lambda shard: shard.status(name))
         outputs = [s["output"] for s in each]
         merged = dict(each[0])
         merged["parallelism"] = sum(int(s["parallelism"]) for s in each)
         merged["instances"] = [i for s in each for i in s["instances"]]
+        states = [s["state_bytes"] for s in each]
+        merged["state_bytes"] = None if None in states else sum(states)
         merged["output"] = {
             "start_offset": sum(int(o["start_offset"]) for o in outputs),
             "committed_offset": sum(int(o["committed_offset"]) for o in outputs),

@@ -194,6 +194,12 @@ class CompiledOperator(Protocol):
     def compact_tables(self, limit: int) -> None:
         """Compact those tables if due (no instance is running)."""
 
+    def state_bytes(self) -> int:
+        """The bytes of the arrays that hold its windows, every instance's together.
+
+        Read while instances run (a snapshot that may be a run behind).
+        """
+
 
 class SharedPool(Protocol):
     """What an instance uses of the pool it belongs to (``stretch.vsn._pool.InstancePool``).

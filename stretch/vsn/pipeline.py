@@ -823,6 +823,7 @@ class Pipeline:
             reconfigurations=self.reconfigurations(),
             time_s=time.time(),
             dictionary_bytes=self._dictionary.nbytes,
+            state_bytes=None if pool.compiled is None else pool.compiled.state_bytes(),
         )
 
     def output_status(self) -> OutputStatus:

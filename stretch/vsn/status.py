@@ -156,6 +156,9 @@ class PipelineStatus:
         time_s: When it was taken (``time.time()``).
         dictionary_bytes: Bytes the string dictionary holds (bounded by its compaction,
             ``RuntimeSettings.compact_dictionary_bytes``).
+        state_bytes: Bytes of the arrays holding the operator's windows (its kernel's
+            stores, indexes and tables, every instance's), or None on the generic path,
+            whose state is Python objects.
 
     """
 
@@ -173,6 +176,7 @@ class PipelineStatus:
     reconfigurations: tuple[ReconfigurationStatus, ...]
     time_s: float
     dictionary_bytes: int
+    state_bytes: int | None
 
 
 @dataclass(frozen=True)

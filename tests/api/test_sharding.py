@@ -90,7 +90,9 @@ def test_two_shards_give_one_sidecars_output_with_half_the_comparisons(
         shard_comparisons = [
             sum(i["comparisons"] for i in s["instances"]) for s in sharded.status("sj")["shards"]
         ]
-        statuses = [s["shard"] for s in sharded.status("sj")["shards"]]
+        status = sharded.status("sj")
+        statuses = [s["shard"] for s in status["shards"]]
+        assert status["state_bytes"] == sum(s["state_bytes"] for s in status["shards"]) > 0
         sharded.delete_operator("sj")
     with StretchClient(sidecars[2].url, token=TOKEN) as single:
         single.create_operator("sj", "scalejoin", params, parallelism=1)

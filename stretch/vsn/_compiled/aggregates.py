@@ -307,6 +307,12 @@ class _Window:
         """The number of entries."""
         return int(self.count[0])
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes of its arrays (its room, not only its entries)."""
+        arrays = (self.slots, self.keys, self.values, self.created, self.count)
+        return sum(int(a.nbytes) for a in arrays)
+
     def grown(self) -> _Window:
         """A copy with twice the room."""
         return _Window.of(self.entries(), 2 * self.keys.shape[0])
@@ -437,6 +443,14 @@ class AggregateKernel:
         cause = (EXPIRED, c_ts[order], c_source[order], c_seq[order], c_index[order], 0, 0)
         schema = instance.shared.output_schema
         instance.emit_block(OutputBlock.of_columns(schema, ends, cause, [keys, values[order]]))
+
+    def state_bytes(self) -> int:
+        """Every instance's window tables and the key table (``KeyTable.held_bytes``).
+
+        Reads each dict in one step (``list``): instances add and drop tables meanwhile.
+        """
+        tables = [w for mine in list(self.windows.values()) for w in list(mine.values())]
+        return sum(w.nbytes for w in tables) + self.keys.held_bytes
 
     def codes_in_use(self) -> list[NDArray[np.int32]]:
         """None: the keys are numbered by the operator's own table, not by string codes."""

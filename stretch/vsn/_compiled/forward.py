@@ -61,6 +61,10 @@ class ForwardKernel:
     def compact_tables(self, limit: int) -> None:
         """Nothing to compact: forward keeps no tables."""
 
+    def state_bytes(self) -> int:
+        """Zero: forward keeps no state."""
+        return 0
+
     def _rows(
         self,
         instance: VSNInstance,

@@ -76,6 +76,11 @@ class _PaneLog:
             self.spans[p] = (at, at + n)
             self.end, self.last = at + n, p
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes of its arrays (its room, not only the live entries)."""
+        return int(self.keys.nbytes + self.values.nbytes + self.created.nbytes)
+
     def drop(self, p: int) -> None:
         """Forget pane p, the earliest live one (if it was logged)."""
         span = self.spans.pop(p, None)
@@ -188,6 +193,10 @@ class PaneKernel(AggregateKernel):
             position,
         )
         return _Entries(keys, values, created)
+
+    def state_bytes(self) -> int:
+        """The panes' tables and the key table (``AggregateKernel``), and the pane logs."""
+        return super().state_bytes() + sum(log.nbytes for log in list(self._logs.values()))
 
     def compact_tables(self, limit: int) -> None:
         """``AggregateKernel.compact_tables`` over the panes' tables; the logs are rebuilt."""
