@@ -170,12 +170,16 @@ def _numba_ahead() -> threading.Thread:
     lock. A replay reads its input first, and reading Parquet or CSV releases the GIL, so
     the two overlap (`stretch replay forward` on 2 x 1.5M rows: 6% less wall time as a
     process). The thread takes the compiler lock, as a compile does, so a kernel called
-    meanwhile waits for it instead of loading the registries beside it.
+    meanwhile waits for it instead of loading the registries beside it. It then imports
+    ``numpy.ma``, which Numba's first look at an array's type imports (30-60 ms) on
+    whichever runtime thread gets there first (a replay of 2 x 20,000 rows: 0.89x and
+    0.90x the wall time, `farm-bench -n 15`, both orders).
     """
 
     def load() -> None:
         with global_compiler_lock:
             cpu_target.target_context.refresh()
+        import numpy.ma  # noqa: F401, PLC0415
 
     thread = threading.Thread(target=load, name="numba-ahead")
     thread.start()
