@@ -34,5 +34,5 @@ def test_lifecycle_over_real_http(server_url: str) -> None:
         assert 'stretch_string_dictionary_bytes{operator="j"}' in metrics
         # the join's stores hold its window (finished: the status and the gauge agree)
         state = client.status("j")["state_bytes"]
-        assert state >= 2 * 600 * 4 * 8  # ts, seq and two predicate columns, every tuple live
+        assert state >= 2 * 600 * 4 * 8  # ts, seq, two 8-byte predicate columns; all live
         assert f'stretch_state_bytes{{operator="j"}} {float(state)}' in metrics

@@ -67,7 +67,7 @@ def test_a_band_join_holds_its_window_and_no_more() -> None:
             _run(pipeline, tables)
             held[ws, rows, index] = pipeline.status().state_bytes
     for index in ("on", "off"):
-        # every tuple is live: at least ts, seq and two int64 predicate columns a side
+        # every tuple is live: at least ts, seq and two 8-byte predicate columns a side
         assert held[60_000, 20_000, index] >= 2 * 20_000 * 4 * 8
     assert held[100, 640_000, "on"] <= 2 * held[100, 160_000, "on"]
 
