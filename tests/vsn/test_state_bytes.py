@@ -108,7 +108,8 @@ def test_aggregates_give_back_the_tables_of_closed_windows() -> None:
     """Open windows' tables count; once every window is out only the key table is left
     (and, with panes, their logs' room).
 
-    A thread reads the status all along: the instances add and drop tables meanwhile.
+    A thread reads the status all along: the instances add and drop tables meanwhile,
+    and a reconfiguration moves the open ones to one instance.
     """
     (tweets,) = generate.tweets(4000, 1000.0, 3)
     last = int(tweets.column("ts")[-1].as_py())
@@ -124,14 +125,39 @@ def test_aggregates_give_back_the_tables_of_closed_windows() -> None:
                     lambda p=pipeline: min(i.tuples_in for i in p.status().instances) == 4000
                 )
                 open_windows = pipeline.status().state_bytes
+                assert pipeline.wait_epoch(pipeline.reconfigure(parallelism=1), TIMEOUT_S)
+                moved = pipeline.status().state_bytes
                 pipeline.close()
                 assert pipeline.join(TIMEOUT_S)
                 closed = pipeline.status().state_bytes
             kernel = pipeline._pool.compiled
         assert not errors
         assert isinstance(kernel, AggregateKernel)
-        assert open_windows is not None and closed is not None
+        assert open_windows is not None and moved is not None and closed is not None
         keys = kernel.keys.held_bytes
-        assert open_windows > closed >= keys
+        assert min(open_windows, moved) > closed >= keys
         if op is per_window:
             assert closed == keys
+
+
+@pytest.mark.usefixtures("switch_often")
+@pytest.mark.parametrize("partition", ["seq", "band"])
+def test_a_band_join_counts_its_state_across_switches(partition: str) -> None:
+    """Read all along while instances gather their keys after each switch (docs/vsn.md),
+    the state never counts less than the columns of the tuples the instances have seen."""
+    left, right = generate.scalejoin(6000, 1000.0, 4)  # 6 s, all within the window
+    op = build("scalejoin", {"ws": 60_000, "keys": 8, "partition": partition})
+    with stretch.setup(op, 1, 3) as pipeline, _status_read_all_along(pipeline) as errors:
+        sizes = []
+        for k, m in enumerate((2, 3, 1)):
+            pipeline.add(0, left.slice(2000 * k, 2000))
+            pipeline.add(1, right.slice(2000 * k, 2000))
+            assert pipeline.wait_epoch(pipeline.reconfigure(parallelism=m), TIMEOUT_S)
+            sizes.append(pipeline.status().state_bytes)
+        pipeline.close()
+        assert pipeline.join(TIMEOUT_S)
+        sizes.append(pipeline.status().state_bytes)
+    assert not errors
+    for k, size in enumerate(sizes):
+        live = 2000 * min(k + 1, 3)  # tuples a side every instance has seen by then
+        assert size is not None and size >= 2 * live * 4 * 8
