@@ -15,7 +15,7 @@ from stretch.model.oplus import OPlus
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
 from stretch.operators.kernels import AggregateSpec
-from stretch.operators.kernels._aggregate import distinct_in_rows
+from stretch.operators.kernels._aggregate import combine_panes, distinct_in_rows
 from stretch.vsn._compiled import compile_operator
 from stretch.vsn._compiled import panes as panes_module
 from stretch.vsn._compiled._tokens import TokenTable
@@ -144,6 +144,9 @@ def test_the_pane_log_grows_and_drops_its_dead_prefix(monkeypatch: pytest.Monkey
         kernel = pipeline._pool.compiled
         assert isinstance(kernel, PaneKernel)
         assert kernel._logs and all(log.keys.shape[0] > 1 for log in kernel._logs.values())
+    # The combine gets the log's whole arrays (a window may span all of it or part of it):
+    # one layout, so Numba compiles one specialization, the one ``stretch warm`` compiles.
+    assert {signature[2].layout for signature in combine_panes.signatures} == {"C"}
 
 
 def test_custom_operators_keep_the_general_path() -> None:

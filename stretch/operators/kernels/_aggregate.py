@@ -152,10 +152,14 @@ def combine_panes(
     keys: NDArray[np.int64],
     values: NDArray[np.int64],
     created: NDArray[np.int64],
+    first: int,
     take_max: bool,
     position: NDArray[np.int64],
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
     """A window's table from its panes' entries, given pane after pane, earliest first.
+
+    Entry i's creator is ``created[:, first + i]``: the caller passes its whole array, not
+    a slice, whose layout (contiguous or not) would make Numba compile the kernel twice.
 
     Each key's value is the sum (counts) or the maximum (``take_max``) of its panes'
     values: both are associative, so this equals folding the window's tuples one by one.
@@ -179,7 +183,7 @@ def combine_panes(
             out_keys[n] = key
             out_values[n] = values[i]
             for c in range(CREATED):
-                out_created[c, n] = created[c, i]
+                out_created[c, n] = created[c, first + i]
             n += 1
         elif take_max:
             out_values[e] = max(out_values[e], values[i])

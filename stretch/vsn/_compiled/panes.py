@@ -188,7 +188,8 @@ class PaneKernel(AggregateKernel):
         keys, values, created = combine_panes(
             log.keys[begin:end],
             log.values[begin:end],
-            log.created[:, begin:end],
+            log.created,
+            begin,
             self.take_max,
             position,
         )
