@@ -67,8 +67,10 @@ def in_stream_order(table: pa.Table) -> pa.Table:
             keys[c] = _key(column)
         else:
             keys[c, rows] = _key(column.take(taken))
-    if by_ts is not None:  # C order (``keys[:, by_ts]`` is Fortran order): the kernels
-        keys = np.take(keys, by_ts, axis=1)  # ``stretch warm`` compiled take these types
+    if by_ts is not None:
+        # C order, the layout ``stretch warm`` compiles the kernels for: ``keys[:, by_ts]``
+        # is in Fortran order, and the kernels would compile again for it.
+        keys = np.take(keys, by_ts, axis=1)
     offsets, data = _texts(texts, len(rows))
     order = order_ties_texts(np.ascontiguousarray(ts, dtype=np.int64), keys, kinds, offsets, data)
     if by_ts is None:
