@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stretch.model import order
+from stretch.model import order as order_module
 from stretch.model._order_kernels import merge_runs, order_ties
 from stretch.model.order import in_stream_order
 
@@ -156,14 +156,14 @@ def test_ties_of_an_unsorted_batch_are_ordered_on_c_order_keys(
     """A batch out of ts order hands the kernel its keys in C order, as a sorted one does:
     the types ``stretch warm`` compiled, so a sidecar's first unsorted batch compiles
     nothing (Fortran-order keys made six more specializations, 25 s on a busy CI)."""
-    kernel = order.order_ties_texts
+    kernel = order_module.order_ties_texts
     layouts: list[bool] = []
 
     def recording(ts: np.ndarray, keys: np.ndarray, *rest: np.ndarray) -> np.ndarray:
         layouts.append(bool(keys.flags.c_contiguous))
         return kernel(ts, keys, *rest)
 
-    monkeypatch.setattr(order, "order_ties_texts", recording)
+    monkeypatch.setattr(order_module, "order_ties_texts", recording)
     table = pa.table({"ts": [3, 1, 3, 1, 2], "i": [5, 4, 3, 2, 1], "f": [0.5, 0.5, 1.0, 0.0, 2.0]})
     assert in_stream_order(table).to_pylist() == sorted(
         table.to_pylist(), key=lambda row: (row["ts"], row["i"], row["f"])
