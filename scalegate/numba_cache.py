@@ -40,7 +40,11 @@ def _sources(root: Path) -> dict[Path, bytes]:
     Returns each module's text, by path, in path order.
     """
     package = root.name
-    texts = {path: path.read_bytes() for path in root.rglob("*.py")}
+    texts = {
+        path: path.read_bytes()
+        for path in root.rglob("*.py")
+        if "__pycache__" not in path.relative_to(root).parts  # e.g. generated band joins
+    }
     found: dict[Path, bytes] = {}
     todo = [path for path, text in texts.items() if _CACHED.search(text)]
     while todo:

@@ -3,7 +3,7 @@
 A user writes the match predicate as an ``@numba.njit`` function of the values of one L
 tuple and one R tuple and gets a J+ (Operator 10) that runs on the same compiled kernel
 as the catalog's ScaleJoin and hedge, at their speed: the predicate is inlined into the
-band-join loop (``kernels._predicate_join``), compiled once per process on first use.
+band-join loop (``kernels._predicate_join``), compiled on first use and cached on disk.
 ``run_sn`` and the generic path call the same predicate from Python, so the operator's
 output is defined, as every operator's is, by the sequential reference.
 

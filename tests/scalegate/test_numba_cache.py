@@ -52,6 +52,18 @@ def test_a_change_to_what_a_kernel_imports_drops_its_cache(tmp_path: Path) -> No
     assert not drop_stale(pkg)
 
 
+def test_modules_generated_under_pycache_are_not_the_packages(tmp_path: Path) -> None:
+    """A user's band join is generated there with its own cache (kernels/_predicate_join)."""
+    pkg = package(tmp_path)
+    assert drop_stale(pkg)
+    names = cache_files(pkg)
+    generated = pkg / "__pycache__" / "predicates"
+    generated.mkdir()
+    (generated / "band_join_0123.py").write_text(KERNEL)
+    assert not drop_stale(pkg)
+    assert all((pkg / "__pycache__" / name).exists() for name in names)
+
+
 def test_a_cache_that_cannot_be_written_is_left_alone(tmp_path: Path) -> None:
     pkg = package(tmp_path)
     (pkg / "__pycache__").rmdir()

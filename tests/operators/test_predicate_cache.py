@@ -1,0 +1,164 @@
+"""A user band join's entry points are cached on disk, under a digest of all they read.
+
+``stretch.operators.kernels._predicate_join`` writes one module per (predicate, columns
+read) and compiles it with Numba's disk cache, so a later process loads it instead of
+compiling for seconds. Numba keys its cache to that file alone, so the file's name must
+change whenever anything the compiled code holds changes: these tests change each kind
+of thing a predicate reads and check the digest, then run a join compiled and loaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from numba.core.dispatcher import Dispatcher
+
+import stretch
+from stretch.generate import scalejoin
+from stretch.operators.kernels import _predicate_join
+from stretch.operators.kernels._predicate_join import _digest, _generate
+
+LEFT = stretch.Schema.of(x="int", y="float")
+RIGHT = stretch.Schema.of(a="int", b="float", c="float", d="bool")
+
+SOURCE = """
+import math
+
+import numba
+import numpy as np
+
+BAND = {band}
+WEIGHTS = np.array({weights})
+
+
+class Box:
+    pass
+
+
+BOX = Box()
+
+
+@numba.njit
+def helper(v):
+    return v * {factor}
+
+
+@numba.njit
+def near(x, y, a, b):
+    return (abs(x - a) <= BAND) & (abs(helper(y) - b) <= WEIGHTS[0]) & (math.fabs(b) >= 0.0)
+
+
+@numba.njit
+def boxed(x, y, a, b):
+    return abs(x - a) <= BAND and BOX is not None
+"""
+
+
+def _module(folder: Path, name: str, **values: object) -> ModuleType:
+    """A module file of its own made from ``SOURCE`` with ``values`` filled in."""
+    fill = {"band": 3, "weights": [4.5], "factor": 1.0} | values
+    path = folder / f"{name}.py"
+    path.write_text(SOURCE.format(**fill))
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _digest_of(tmp_path: Path, name: str, **values: object) -> str | None:
+    predicate: Dispatcher = _module(tmp_path, name, **values).near
+    return _digest(predicate, 2, 2)
+
+
+def test_the_digest_changes_with_everything_the_predicate_reads(tmp_path: Path) -> None:
+    same = _digest_of(tmp_path, "first")
+    assert same is not None
+    assert _digest_of(tmp_path, "second") == same  # the same code elsewhere: one cache
+    changed = [
+        _digest_of(tmp_path, "band", band=4),  # a global number
+        _digest_of(tmp_path, "weights", weights=[4.0]),  # a global array
+        _digest_of(tmp_path, "helper", factor=2.0),  # a jitted function it calls
+    ]
+    assert None not in changed
+    assert len({same, *changed}) == 4
+    predicate = _module(tmp_path, "columns").near
+    assert _digest(predicate, 1, 3) != same  # the columns read, hence the adapter
+
+
+def test_a_predicate_reading_an_object_is_compiled_in_memory(tmp_path: Path) -> None:
+    predicate = _module(tmp_path, "objects").boxed
+    assert _digest(predicate, 2, 2) is None
+    folder = tmp_path / "cache"
+    run, _ = _generate(predicate, 2, 2, folder)
+    assert run.py_func.__code__.co_filename.startswith("<")
+    assert not list(folder.glob("*.py"))
+
+
+def test_a_folder_that_cannot_be_written_compiles_in_memory(tmp_path: Path) -> None:
+    predicate = _module(tmp_path, "unwritable").near
+    blocked = tmp_path / "a file"
+    blocked.write_text("")
+    run, indexed = _generate(predicate, 2, 2, blocked / "cache")
+    assert run.py_func.__code__.co_filename.startswith("<")
+    assert indexed.py_func.__code__.co_filename.startswith("<")
+
+
+def test_the_folder_keeps_the_newest_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_predicate_join, "KEEP", 2)
+    folder = tmp_path / "cache"
+    made = []
+    for band in range(4):
+        run, _ = _generate(_module(tmp_path, f"keep{band}", band=band).near, 2, 2, folder)
+        made.append(Path(run.py_func.__code__.co_filename))
+        (folder / "__pycache__").mkdir(exist_ok=True)
+        (folder / "__pycache__" / f"{made[-1].stem}.run-14.py311.nbi").write_text("")
+    assert sorted(folder.glob("*.py")) == sorted(made[2:])
+    assert {p.name.split(".")[0] for p in (folder / "__pycache__").iterdir()} == {
+        p.stem for p in made[2:]
+    }
+
+
+def test_a_later_process_loads_the_join_compiled_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each _ENTRIES reset stands for a new process: the module is made again from its file."""
+    monkeypatch.setattr(_predicate_join, "FOLDER", tmp_path / "cache")
+    monkeypatch.setattr(_predicate_join, "_ENTRIES", {})
+    predicate = _module(tmp_path, "loaded", band=300, weights=[400.0]).near
+
+    def join() -> stretch.OPlus:  # takes the entry points made now
+        return stretch.band_join(
+            "loaded",
+            1_000,
+            left=LEFT,
+            right=RIGHT,
+            predicate=predicate,
+            reads=(("x", "y"), ("a", "b")),
+            output={"x": "left.x", "a": "right.a"},
+        )
+
+    tables = scalejoin(400, 1000.0, 5)
+    want = stretch.run_sn(join(), tables)
+    assert want.num_rows > 0
+    for compiled in (True, False):
+        monkeypatch.setattr(_predicate_join, "_ENTRIES", {})
+        assert stretch.run_vsn(join(), tables, parallelism=2).equals(want)
+        stats = _predicate_join.predicate_run(predicate, 2, 2).stats
+        assert (sum(stats.cache_misses.values()) > 0) is compiled
+        assert (sum(stats.cache_hits.values()) > 0) is not compiled
+
+
+def test_a_module_file_gone_before_it_ran_compiles_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process may prune the file between the check and the run."""
+    monkeypatch.setattr(_predicate_join, "_holds", lambda path, source: True)  # never written
+    run, _ = _generate(_module(tmp_path, "pruned").near, 2, 2, tmp_path / "cache")
+    assert run.py_func.__code__.co_filename.startswith("<")
