@@ -25,12 +25,14 @@ LEFT = stretch.Schema.of(x="int", y="float")
 RIGHT = stretch.Schema.of(a="int", b="float", c="float", d="bool")
 
 SOURCE = """
-import math
+from math import fabs
 
 import numba
 import numpy as np
 
 BAND = {band}
+LIMIT = np.float64(0.0)
+absolute = np.absolute
 WEIGHTS = np.array({weights})
 
 
@@ -48,7 +50,8 @@ def helper(v):
 
 @numba.njit
 def near(x, y, a, b):
-    return (abs(x - a) <= BAND) & (abs(helper(y) - b) <= WEIGHTS[0]) & (math.fabs(b) >= 0.0)
+    near_x = absolute(x - a) <= BAND
+    return near_x & (abs(helper(y) - b) <= WEIGHTS[0]) & (fabs(b) >= LIMIT) & (np.abs(y) >= 0)
 
 
 @numba.njit

@@ -287,7 +287,7 @@ class _Digest:
             for item in value:
                 self.value(item)
         elif isinstance(value, np.ndarray) and not value.dtype.hasobject:
-            self._put("array", value.dtype.str, value.shape)
+            self._put("array", repr(value.dtype), value.shape)
             self._digest.update(np.ascontiguousarray(value).tobytes())
         elif isinstance(value, np.generic) and not isinstance(value, np.object_):
             self._put("scalar", value.dtype.str, value.item())
@@ -295,13 +295,19 @@ class _Digest:
             self.dispatcher(value)
         elif isinstance(value, types.ModuleType) and _library(value.__name__):
             self._put("module", value.__name__)
-        elif isinstance(value, types.FunctionType | types.BuiltinFunctionType | np.ufunc) and (
-            _library(getattr(value, "__module__", None) or "numpy")
+        elif isinstance(value, types.FunctionType | types.BuiltinFunctionType) and _library(
+            value.__module__ or ""
         ):
-            self._put("library function", getattr(value, "__module__", None), value.__name__)
+            self._put("library function", value.__module__, value.__name__)
+        elif isinstance(value, np.ufunc) and getattr(np, _name(value), None) is value:
+            self._put("ufunc", _name(value))
         else:
             raise _Uncacheable
 
 
 def _library(module: str) -> bool:
     return module.partition(".")[0] in _LIBRARIES
+
+
+def _name(value: object) -> str:
+    return str(getattr(value, "__name__", ""))
