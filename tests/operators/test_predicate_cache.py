@@ -10,6 +10,9 @@ of thing a predicate reads and check the digest, then run a join compiled and lo
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -120,12 +123,23 @@ def test_the_folder_keeps_the_newest_modules(
     for band in range(4):
         run, _ = _generate(_module(tmp_path, f"keep{band}", band=band).near, 2, 2, folder)
         made.append(Path(run.py_func.__code__.co_filename))
-        (folder / "__pycache__").mkdir(exist_ok=True)
-        (folder / "__pycache__" / f"{made[-1].stem}.run-14.py311.nbi").write_text("")
+        # Numba's cache beside the module, and where NUMBA_CACHE_DIR puts it
+        for cache in (folder / "__pycache__", tmp_path / "cache_0a1b2c"):
+            cache.mkdir(exist_ok=True)
+            (cache / f"{made[-1].stem}.run-14.py311.nbi").write_text("")
     assert sorted(folder.glob("*.py")) == sorted(made[2:])
-    assert {p.name.split(".")[0] for p in (folder / "__pycache__").iterdir()} == {
-        p.stem for p in made[2:]
-    }
+    for cache in (folder / "__pycache__", tmp_path / "cache_0a1b2c"):
+        assert {p.name.split(".")[0] for p in cache.iterdir()} == {p.stem for p in made[2:]}
+
+
+def test_numba_cache_dir_holds_the_modules_where_it_is_set(tmp_path: Path) -> None:
+    """As in the container image, whose installed package is not writable."""
+    code = "from stretch.operators.kernels import _predicate_join; print(_predicate_join.FOLDER)"
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == str(tmp_path / "stretch-predicates")
 
 
 def test_a_later_process_loads_the_join_compiled_once(

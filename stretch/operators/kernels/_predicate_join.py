@@ -10,9 +10,10 @@ catalog's are. Built once per process and reused by every operator and pipeline 
 that; each entry point compiles on its first call, for the column types it sees.
 
 Compiling takes seconds (about 6 s for the nested entry point on two cores), so the
-module is written to a file under :data:`FOLDER`, named by a digest of everything its
-compiled code depends on, and compiled with Numba's disk cache: a later process (a
-restarted sidecar, the next ``stretch replay``) loads it. Numba keys its cache to the
+module is written to a file under :data:`FOLDER` (in ``NUMBA_CACHE_DIR`` where that is
+set), named by a digest of everything its compiled code depends on, and compiled with
+Numba's disk cache: a later process (a restarted sidecar, the next ``stretch replay``)
+loads it. Numba keys its cache to the
 file alone, not to what the file inlines, so the digest covers the predicate's code, its
 defaults and closure, every global it reads (numbers, strings, arrays, tuples of them,
 other jitted functions, recursively, and modules and functions of ``math``, ``cmath``,
@@ -63,8 +64,15 @@ from stretch.operators.kernels import _band_index, _band_join
 
 __all__ = ["predicate_indexed_run", "predicate_run"]
 
-FOLDER = Path(__file__).resolve().parent / "__pycache__" / "predicates"
-"""Where the generated modules and their Numba cache go (beside the kernels' own cache)."""
+_NUMBA_CACHE_DIR = str(getattr(numba.config, "CACHE_DIR", ""))  # NUMBA_CACHE_DIR
+FOLDER = (
+    Path(_NUMBA_CACHE_DIR) / "stretch-predicates"
+    if _NUMBA_CACHE_DIR
+    else Path(__file__).resolve().parent / "__pycache__" / "predicates"
+)
+"""Where the generated modules go, their Numba cache beside them: with the kernels' own
+cache (beside their sources, or under ``NUMBA_CACHE_DIR`` where that is set, as in the
+container image, whose installed package is not writable)."""
 
 KEEP = 32
 """Generated modules kept in :data:`FOLDER`; the oldest are removed beyond that."""
@@ -202,10 +210,15 @@ def _holds(path: Path, source: str) -> bool:
 
 
 def _prune(folder: Path) -> None:
-    """Remove the oldest generated modules beyond :data:`KEEP`, with their cache files."""
+    """Remove the oldest generated modules beyond :data:`KEEP`, with their cache files.
+
+    Numba caches a module's code in ``__pycache__`` beside it, or, under
+    ``NUMBA_CACHE_DIR``, in a folder named after the module's folder and a hash of its path.
+    """
     modules = sorted(folder.glob("band_join_*.py"), key=lambda p: p.stat().st_mtime)
+    caches = [folder / "__pycache__", *folder.parent.glob(f"{folder.name}_*")]
     for old in modules[: max(0, len(modules) - KEEP)]:
-        for cached in (folder / "__pycache__").glob(f"{old.stem}.*"):
+        for cached in (file for cache in caches for file in cache.glob(f"{old.stem}.*")):
             cached.unlink(missing_ok=True)
         old.unlink(missing_ok=True)
 
