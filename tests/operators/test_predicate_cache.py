@@ -13,9 +13,11 @@ import importlib.util
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 from types import ModuleType
 
+import numba
 import pytest
 from numba.core.dispatcher import Dispatcher
 
@@ -94,6 +96,19 @@ def test_the_digest_changes_with_everything_the_predicate_reads(tmp_path: Path) 
     assert len({same, *changed}) == 4
     predicate = _module(tmp_path, "columns").near
     assert _digest(predicate, 1, 3) != same  # the columns read, hence the adapter
+
+
+def test_equal_predicates_of_other_names_share_one_module(tmp_path: Path) -> None:
+    module = _module(tmp_path, "named")
+    near = module.near.py_func
+    copy = types.FunctionType(near.__code__, near.__globals__, "renamed", near.__defaults__)
+    copy.__qualname__ = "renamed"
+    renamed = numba.njit(copy)
+    folder = tmp_path / "cache"
+    first, _ = _generate(module.near, 2, 2, folder)
+    second, _ = _generate(renamed, 2, 2, folder)
+    assert first.py_func.__code__.co_filename == second.py_func.__code__.co_filename
+    assert not first.py_func.__code__.co_filename.startswith("<")
 
 
 def test_a_predicate_reading_an_object_is_compiled_in_memory(tmp_path: Path) -> None:
