@@ -162,9 +162,10 @@ def _generate(predicate: Dispatcher, n_left: int, n_right: int, folder: Path) ->
     )
     digest = _digest(predicate, n_left, n_right)
     path = None if digest is None else _place(folder, f"band_join_{digest[:32]}.py")
-    if path is not None and _holds(path, source(cache=True)):
+    cached = source(cache=True)
+    if path is not None and _holds(path, cached):
         try:
-            return _module(predicate, source(cache=True), str(path), path.stem)
+            return _module(predicate, cached, str(path), path.stem)
         except RuntimeError:  # Numba found no file to cache beside: another process pruned it
             pass
     return _module(predicate, source(cache=False), f"<band join of {name}>", None)
