@@ -9,11 +9,15 @@ of thing a predicate reads and check the digest, then run a join compiled and lo
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.util
 import os
 import subprocess
 import sys
+import threading
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -194,3 +198,70 @@ def test_a_module_file_gone_before_it_ran_compiles_in_memory(
     monkeypatch.setattr(_predicate_join, "_holds", lambda path, source: True)  # never written
     run, _ = _generate(_module(tmp_path, "pruned").near, 2, 2, tmp_path / "cache")
     assert run.py_func.__code__.co_filename.startswith("<")
+
+
+def test_a_compile_waits_for_the_turn_another_process_holds(tmp_path: Path) -> None:
+    """While the lock file is held (another process compiling), a new signature waits."""
+    entry = numba.njit(lambda v: v + 1)
+    lock = tmp_path / "join.lock"
+    _predicate_join._compile_in_turn(entry, lock)
+    results: list[int] = []
+    with _held(lock):
+        caller = threading.Thread(target=lambda: results.append(entry(41)))
+        caller.start()
+        caller.join(0.5)
+        assert caller.is_alive()  # waiting for the turn, nothing compiled
+        assert entry.signatures == []
+    caller.join(60)
+    assert results == [42]
+
+
+def test_a_turn_held_too_long_is_not_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(_predicate_join, "COMPILE_WAIT_S", 0.2)
+    entry = numba.njit(lambda v: v * 2)
+    lock = tmp_path / "join.lock"
+    _predicate_join._compile_in_turn(entry, lock)
+    with _held(lock):
+        assert entry(21) == 42  # compiled after the deadline, without the turn
+    assert "waited 0 s for another process" in caplog.text
+
+
+def test_processes_starting_one_join_at_once_compile_it_once(tmp_path: Path) -> None:
+    """Two processes make the same new join together: one compiles, the other loads it."""
+    _module(tmp_path, "together", band=7, weights=[3.0])
+    code = f"""
+import sys
+sys.path.insert(0, {str(tmp_path)!r})
+import stretch, together
+from stretch.generate import scalejoin
+from stretch.operators.kernels import _predicate_join
+_predicate_join.FOLDER = _predicate_join.Path({str(tmp_path / "cache")!r})
+op = stretch.band_join(
+    "together", 1_000, left=stretch.Schema.of(x="int", y="float"),
+    right=stretch.Schema.of(a="int", b="float", c="float", d="bool"),
+    predicate=together.near, reads=(("x", "y"), ("a", "b")), output={{"x": "left.x"}},
+)
+out = stretch.run_vsn(op, scalejoin(300, 1000.0, 5), parallelism=1)
+stats = _predicate_join.predicate_run(together.near, 2, 2).stats
+print(out.num_rows, sum(stats.cache_misses.values()), sum(stats.cache_hits.values()))
+"""
+    runs = [
+        subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    lines = sorted(run.communicate(timeout=600)[0].split() for run in runs)
+    assert [run.returncode for run in runs] == [0, 0]
+    rows = {line[0] for line in lines}
+    assert len(rows) == 1
+    # (misses, hits) per process: the one that waited compiled nothing
+    assert [line[1:] for line in lines] == [["0", "1"], ["1", "0"]]
+
+
+@contextlib.contextmanager
+def _held(lock: Path) -> Iterator[None]:
+    """Hold ``lock`` as another process would."""
+    with lock.open("a") as file:
+        fcntl.flock(file.fileno(), fcntl.LOCK_EX)
+        yield

@@ -1,14 +1,15 @@
 """The band-join kernels' comparison loops compile to SIMD code (Numba's LLVM IR, inspected).
 
 Each entry point is compiled again without the disk cache (Numba cannot inspect cached
-code) for the signature a real run gave it, and its optimised IR must hold two vector
-loops (LLVM's ``vector.body`` blocks), one per probing side (the indexed kernels: those
-two, for groups that take the nested loop, and the counts over a grid cell's two
-contiguous parts per side; without those counts its IR holds three), each comparing vectors
-(``icmp``/``fcmp`` on ``<N x i64>`` / ``<N x double>``) and gathering none (on a signed
-index Numba adds a wraparound select, and LLVM then gathers). A predicate that divides by
-a value of either side (a zero check that raises: a branch in both loops) is the
-control: the same check finds no vector loop in its kernel.
+code) for the signature a real run gave it, unless this process compiled it, and its
+optimised IR must hold two vector loops (LLVM's ``vector.body`` blocks), one per probing
+side (the indexed kernels: those two, for groups that take the nested loop, and the
+counts over a grid cell's two contiguous parts per side; without those counts its IR
+holds three), each comparing vectors (``icmp``/``fcmp`` on ``<N x i64>`` / ``<N x
+double>``) and gathering none (on a signed index Numba adds a wraparound select, and
+LLVM then gathers). A predicate that divides by a value of either side (a zero check that
+raises: a branch in both loops) is the control: the same check finds no vector loop in
+its kernel.
 """
 
 from __future__ import annotations
@@ -68,10 +69,17 @@ def vector_loops(ir: str) -> list[int]:
 
 
 def compiled_ir(entry: Callable[..., int]) -> str:
-    """The optimised IR of ``entry`` compiled afresh for the signature it ran with."""
+    """The optimised IR of ``entry`` for the signature it ran with.
+
+    Compiled afresh where it came from the disk cache (Numba keeps no IR of cached code);
+    as it is where this process compiled it (a user's join on a machine's first run).
+    """
     assert isinstance(entry, Dispatcher)
     assert entry.signatures, "the entry point never ran"
     signature = entry.signatures[0]
+    if not entry.stats.cache_hits:
+        ir_here: str = entry.inspect_llvm(signature)
+        return ir_here
     fresh = numba.njit(nogil=True)(entry.py_func)
     fresh.compile(signature)
     ir: str = fresh.inspect_llvm(signature)

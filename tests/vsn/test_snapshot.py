@@ -8,6 +8,8 @@ must equal ``run_sn``'s from that offset, row for row.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -60,6 +62,13 @@ def _cases() -> dict[str, tuple[OPlus, list[pa.Table]]]:
 CASES = _cases()
 
 
+@functools.cache
+def _expected(name: str) -> pa.Table:
+    """``run_sn``'s output of case ``name`` (computed once: paircount's takes seconds)."""
+    op, tables = CASES[name]
+    return run_sn(op, tables)
+
+
 def _add_until(pipeline: Pipeline, tables: list[pa.Table], done: list[int], ts: int | None) -> None:
     """Add each source's rows up to ``ts`` (all if None), in chunks, sources in turn."""
     stops = [
@@ -96,7 +105,7 @@ def test_restored_pipeline_continues_identically(
     settle: bool,
 ) -> None:
     op, tables = CASES[name]
-    expected = run_sn(op, tables)
+    expected = _expected(name)
     last = max(int(t.column("ts").to_numpy()[-1]) for t in tables)
     cut_ts = int(cut * last)
     pipeline = setup(op, parallelism, 3, settings=SETTINGS)
