@@ -54,7 +54,7 @@ from stretch.model.sn import run_sn
 from stretch.operators.catalog import CATALOG, build, load_operators
 from stretch.progress import ReplayProgress
 from stretch.vsn import run_vsn_pieces
-from stretch.warm import cold, warm
+from stretch.warm import cold, warm, warm_operators
 
 __all__ = ["main"]
 
@@ -564,10 +564,29 @@ def _parser() -> argparse.ArgumentParser:
         "cache: the first real 'stretch replay' then runs at the warm speed instead of "
         "compiling for seconds. './dev install' runs it; after a plain 'pip install', run "
         "it once (about 1.5 minutes on two cores). Run it again after a kernel's source "
-        "changed. With the extra stretch[spark] it then runs a small Spark job that "
+        "changed. With --operators MODULE it then compiles the kernels of the operators "
+        "MODULE registers (a container image that serves them runs it at build time). "
+        "With the extra stretch[spark] it then runs a small Spark job that "
         "archives the classes Spark's JVM loads, so that every later local Spark session "
         "('stretch pipeline', 'stretch demo') starts about 3 s sooner (about 40 s, once "
         "for each install of PySpark and Java; 160-190 MB under ~/.cache/stretch).",
+    )
+    warm_command.add_argument(
+        "--operators",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE, which registers operators with stretch.register (repeatable), "
+        "and compile their kernels too (a stretch.band_join predicate's: about 12 s each) by "
+        "replaying each on 2,000 generated rows of its input schemas; operators of installed "
+        "packages' 'stretch.operators' entry points are compiled too",
+    )
+    warm_command.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="a parameter for each of those operators, e.g. ws=60000 (repeatable)",
     )
     warm_command.add_argument(
         "--skip-spark",
@@ -1065,6 +1084,11 @@ def _pipeline(args: argparse.Namespace) -> int:
 
 
 def _warm(args: argparse.Namespace) -> int:
+    params = _params(args.param)
+    names = load_operators(args.operators)  # a module that cannot be loaded: exit 2 now
+    if params and not names:
+        msg = "--param is for the operators of --operators modules and entry points; none loaded"
+        raise InputError(msg)
     stages = _StageLines(enabled=True)
     try:
         warm(main, stages.stage)
@@ -1072,6 +1096,13 @@ def _warm(args: argparse.Namespace) -> int:
         sys.stderr.write(f"stretch: warm failed: {exc}\n")
         return 1
     stages.stage("done: the kernels are in Numba's cache")
+    if names:
+        failed = warm_operators(main, stages.stage, names, params)
+        for line in failed:
+            sys.stderr.write(f"stretch: warm: operator {line}; it compiles on its first run\n")
+        if failed:
+            return 1
+        stages.stage(f"done: the kernels of {', '.join(names)} are in Numba's cache")
     if args.skip_spark or importlib.util.find_spec("pyspark") is None:
         return 0
     from stretch.spark.class_archive import archive_path, options  # noqa: PLC0415

@@ -9,12 +9,18 @@ parallelism 1 and 2, sorted and not, with the band index and without, and once
 reconfigured, then reads a pipeline's status and compacts a string dictionary: so each
 kernel is compiled for the signatures real runs use. ``./dev install`` runs it; after a
 plain ``pip install``, ``stretch warm`` does it once (about 1.5 minutes on two cores).
+
+A user's operators compile kernels of their own (a ``stretch.band_join`` predicate's
+entry points: about 12 s with a band's index): ``warm_operators`` replays each operator
+that ``--operators`` modules or installed entry points register on 2,000 rows generated
+from its input schemas, as one batch and in four, and, for a join with a band, once with
+every band value equal (the nested loop a skewed window falls back to).
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +31,15 @@ import scalegate
 import stretch
 from scalegate.numba_cache import mark_warm, warmed
 from stretch import generate
+from stretch.errors import StretchError
 from stretch.io import write_table
 from stretch.model._byte_table import ByteTable
+from stretch.model.schema import ColumnType, Schema
 from stretch.operators.catalog import build
+from stretch.operators.kernels import BandJoinSpec
 from stretch.vsn import Pipeline
 
-__all__ = ["cold", "warm"]
+__all__ = ["cold", "warm", "warm_operators"]
 
 PACKAGES = (Path(stretch.__file__).parent, Path(scalegate.__file__).parent)
 """The packages whose kernels ``warm`` compiles."""
@@ -62,6 +71,80 @@ def warm(run: Replay, say: Callable[[str], None]) -> None:
     _status_and_compaction()
     for root in PACKAGES:
         mark_warm(root)
+
+
+def warm_operators(
+    run: Replay, say: Callable[[str], None], names: Sequence[str], params: Mapping[str, str]
+) -> list[str]:
+    """Compile user operators' kernels: replay each on rows generated from its schemas.
+
+    Args:
+        run: Runs one ``stretch`` command line in this process (``stretch.cli.main``).
+        say: Reports each step.
+        names: The operators, registered in this process (``load_operators``).
+        params: Parameters given to each of them (``--param``), e.g. ``{"ws": "60000"}``.
+
+    Returns:
+        One line per operator that could not be replayed (its kernels then compile on its
+        first real run); empty when all were.
+
+    """
+    failed = []
+    given = [part for key, value in params.items() for part in ("--param", f"{key}={value}")]
+    with tempfile.TemporaryDirectory(prefix="stretch-warm-") as folder:
+        for name in names:
+            try:
+                commands = _operator_replays(Path(folder), name, params)
+            except StretchError as exc:
+                failed.append(f"{name}: {exc}")
+                continue
+            for i, replay in enumerate(commands, 1):
+                command = [*replay[:1], *given, *replay[1:]]
+                say(f"{name} [{i}/{len(commands)}] stretch {' '.join(_short(command, folder))}")
+                status = run(command)
+                if status:
+                    failed.append(f"{name}: a replay on generated rows ended with status {status}")
+                    break
+    return failed
+
+
+def _operator_replays(folder: Path, name: str, params: Mapping[str, str]) -> list[list[str]]:
+    """Replays of operator ``name`` over rows of its schemas, written into ``folder``."""
+    op = build(name, params)
+    tables = [_generated(schema, seed) for seed, schema in enumerate(op.inputs)]
+    variants = {"": tables}
+    band = op.kernel.join.band if isinstance(op.kernel, BandJoinSpec) else None
+    if band is not None and band.key is None:  # one column a side, all equal: the nested loop
+        left, right = tables
+        variants["-skew"] = [_all_equal(left, band.left[0]), _all_equal(right, band.right[0])]
+    # Each input as one batch, and in four (read-only Arrow arrays and joined ones: two
+    # signatures of a kernel, as in _replays); the skewed inputs as one batch.
+    plan = [("", 1), ("", 4)] + [("-skew", 1)] * ("-skew" in variants)
+    commands = []
+    for variant, parts in plan:
+        paths = []
+        for i, table in enumerate(variants[variant]):
+            path = folder / f"{name}{variant}-{i}-{parts}.parquet"
+            pq.write_table(table, path, row_group_size=table.num_rows // parts)
+            paths += ["--input", str(path)]
+        commands.append(["replay", "--output", str(folder / "out.parquet"), name, *paths])
+    return commands
+
+
+def _generated(schema: Schema, seed: int, rows: int = 2000) -> pa.Table:
+    """``rows`` rows of ``schema``, one per ms, with small values that match now and then."""
+    rng = np.random.default_rng(seed)
+    values: dict[str, pa.Array] = {"ts": pa.array(np.arange(rows, dtype=np.int64))}
+    for column, kind in schema:
+        if kind is ColumnType.INT:
+            values[column] = pa.array(rng.integers(1, 50, rows))
+        elif kind is ColumnType.FLOAT:
+            values[column] = pa.array(rng.uniform(1.0, 50.0, rows))
+        elif kind is ColumnType.BOOL:
+            values[column] = pa.array(rng.random(rows) < 0.5)
+        else:
+            values[column] = pa.array(rng.choice(["alpha beta", "beta gamma", "delta"], rows))
+    return pa.table(values)
 
 
 def cold() -> bool:

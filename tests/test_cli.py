@@ -31,7 +31,7 @@ from stretch.cli import main
 from stretch.errors import InputError
 from stretch.io import read_table, write_table
 from stretch.model.sn import run_sn
-from stretch.operators.catalog import build
+from stretch.operators.catalog import CATALOG, build
 from stretch.progress import ReplayProgress
 from stretch.vsn import Pipeline, runtime
 
@@ -965,11 +965,60 @@ def test_warm_names_a_replay_that_fails(
         return 2 if len(replays) == 3 else 0
 
     monkeypatch.setattr(cli, "main", fail_third)
-    assert cli._warm(SimpleNamespace()) == 1
+    assert cli._warm(SimpleNamespace(param=[], operators=[])) == 1
     assert len(replays) == 3
     assert f"stretch: warm failed: stretch {' '.join(replays[2])} ended with status 2" in (
         capsys.readouterr().err
     )
+
+
+def test_warm_replays_the_operators_a_module_registers_and_names_one_that_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each with the --param given; a replay that fails names its operator: status 1."""
+    (tmp_path / "warm_cli_ops.py").write_text(
+        "import stretch\n"
+        "from tests.custom_operators import sensor_mean\n"
+        "stretch.register('warm_cli_mean', sensor_mean)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    replays: list[list[str]] = []
+
+    def replay(argv: list[str]) -> int:
+        replays.append(argv)
+        return 2 if "warm_cli_mean" in argv else 0
+
+    monkeypatch.setattr(cli, "main", replay)
+    monkeypatch.setattr(cli, "warm", lambda run, say: None)  # the catalog: tested above
+    args = SimpleNamespace(param=["ws=400"], operators=["warm_cli_ops"], skip_spark=True)
+    try:
+        assert cli._warm(args) == 1
+    finally:
+        CATALOG.pop("warm_cli_mean", None)
+    mine = [argv for argv in replays if "warm_cli_mean" in argv]
+    assert mine == [mine[0]]  # the first failed: the operator's other replays are skipped
+    assert mine[0][:3] == ["replay", "--param", "ws=400"]
+    assert mine[0].count("--input") == 1  # one input schema, one file
+    err = capsys.readouterr().err
+    assert (
+        "stretch: warm: operator warm_cli_mean: a replay on generated rows ended with status "
+        "2; it compiles on its first run"
+    ) in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--param", "ws=5"], "--param is for the operators of --operators modules"),
+        (["--operators", "no_such_module_here"], "cannot load operators from module"),
+    ],
+)
+def test_warm_refuses_what_it_cannot_use_before_any_work(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["warm", "--skip-spark", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "[1/" not in err
 
 
 @pytest.mark.parametrize("is_cold", [True, False])
