@@ -74,10 +74,11 @@ def _module(folder: Path, name: str, **values: object) -> ModuleType:
     fill = {"band": 3, "weights": [4.5], "factor": 1.0} | values
     path = folder / f"{name}.py"
     path.write_text(SOURCE.format(**fill))
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(f"predicate_cache_{name}", path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # importable by name, as a user's modules are
     spec.loader.exec_module(module)
     return module
 
@@ -122,6 +123,18 @@ def test_a_predicate_reading_an_object_is_compiled_in_memory(tmp_path: Path) -> 
     run, _ = _generate(predicate, 2, 2, folder)
     assert run.py_func.__code__.co_filename.startswith("<")
     assert not list(folder.glob("*.py"))
+
+
+def test_a_predicate_that_cannot_be_imported_by_name_is_compiled_in_memory() -> None:
+    """Code run by exec in a namespace of its own: a later process could not load it."""
+    namespace: dict[str, object] = {"__name__": "not_a_module_anywhere"}
+    exec(  # noqa: S102 - the test's own code
+        "import numba\n@numba.njit\ndef near(x, y, a, b):\n    return abs(x - a) <= 1\n",
+        namespace,
+    )
+    near = namespace["near"]
+    assert isinstance(near, Dispatcher)
+    assert _digest(near, 2, 2) is None
 
 
 def test_a_folder_that_cannot_be_written_compiles_in_memory(tmp_path: Path) -> None:

@@ -113,18 +113,19 @@ def test_warm_builds_the_archive_once_and_goes_on_without_one(
     monkeypatch.setattr(cli, "warm", lambda run, say: None)  # the kernels: tests/test_cli.py
     jobs = FakeJobs()
     monkeypatch.setattr(class_archive_job.subprocess, "run", jobs)
-    assert cli._warm(SimpleNamespace(skip_spark=False)) == 0
+    assert cli._warm(SimpleNamespace(skip_spark=False, param=[], operators=[])) == 0
     assert f"done: Spark's classes are in {archive_path()}" in capsys.readouterr().err
-    assert cli._warm(SimpleNamespace(skip_spark=False)) == 0
+    assert cli._warm(SimpleNamespace(skip_spark=False, param=[], operators=[])) == 0
     assert "Spark's classes were archived already" in capsys.readouterr().err
     assert jobs.steps == ["archive", "check"]
     archive_path().unlink()
     monkeypatch.setattr(class_archive_job.subprocess, "run", FakeJobs(check_status=1))
-    assert cli._warm(SimpleNamespace(skip_spark=False)) == 0  # only a quicker start is lost
+    # only a quicker start is lost
+    assert cli._warm(SimpleNamespace(skip_spark=False, param=[], operators=[])) == 0
     assert "no archive of Spark's classes: no Spark class archive (check" in (
         capsys.readouterr().err
     )
-    assert cli._warm(SimpleNamespace(skip_spark=True)) == 0
+    assert cli._warm(SimpleNamespace(skip_spark=True, param=[], operators=[])) == 0
     assert "Spark" not in capsys.readouterr().err
 
 

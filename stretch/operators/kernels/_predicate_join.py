@@ -21,7 +21,9 @@ other jitted functions, recursively, and modules and functions of ``math``, ``cm
 ``_band_join`` and ``_band_index``, and the Python, NumPy and Numba versions. A
 predicate that reads anything else (an object of a user class, a module of the user's,
 whose contents may change unseen) is compiled in memory, once per process, as is any
-predicate where the folder cannot be written. At most :data:`KEEP` modules are kept;
+predicate where the folder cannot be written, and one defined where Python cannot import
+it by name (code run by ``exec`` in a namespace of its own: Numba's cached code imports
+a function's module to rebuild its environment). At most :data:`KEEP` modules are kept;
 the oldest go first. Processes that start the same join at once (shards on one machine,
 the workers of a test run) take turns through a lock file beside the module: one writes
 and compiles it, the others wait (at most :data:`COMPILE_WAIT_S`) and load what it cached.
@@ -52,6 +54,7 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import inspect
 import logging
 import os
 import sys
@@ -323,9 +326,10 @@ class _Digest:
 
     def dispatcher(self, dispatcher: Dispatcher) -> None:
         self._put("jit", sorted(dispatcher.targetoptions.items(), key=str))
-        if not isinstance(dispatcher.py_func, types.FunctionType):
+        function = dispatcher.py_func
+        if not isinstance(function, types.FunctionType) or not _importable(function):
             raise _Uncacheable
-        self.function(dispatcher.py_func)
+        self.function(function)
 
     def function(self, function: types.FunctionType) -> None:
         if function in self._seen:
@@ -385,6 +389,17 @@ class _Digest:
             self._put("ufunc", _name(value))
         else:
             raise _Uncacheable
+
+
+def _importable(function: types.FunctionType) -> bool:
+    """Whether ``function``'s module can be imported by name, with its globals.
+
+    Numba's cached code rebuilds a function's environment by importing its module by
+    name; for code run by ``exec`` in a namespace of its own there is none (Numba names it
+    ``<dynamic>``), and the load fails in a later process.
+    """
+    module = inspect.getmodule(function)
+    return module is not None and module.__dict__ is function.__globals__
 
 
 def _library(module: str) -> bool:
