@@ -91,8 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # pipeline allocates (about a tenth of a replay's CPU time).
     gc.freeze()
     ahead = None
-    if argv is None and args.command == "replay":
+    if argv is None and args.command in ("replay", "serve"):
         _skip_pandas_probe()
+    if argv is None and args.command == "replay":
         ahead = _numba_ahead()
     if argv is None and args.command in _RUNS_KERNELS and _interactive() and cold():
         log.warning(
@@ -144,11 +145,12 @@ def _skip_pandas_probe() -> None:
     The first time pyarrow asks whether a value is a pandas object (in any ``pa.array``,
     ``pa.scalar`` or ``to_numpy``) it imports pandas when it is installed, as it is with
     the ``spark`` extra: about 0.2 s of the 0.86 s that a replay of a few rows took as a
-    process. A replay never hands pyarrow a pandas object, so that one probe runs with
+    process, and a sidecar paid it on its first batch (after each start or restart). A
+    replay or a sidecar never hands pyarrow a pandas object, so that one probe runs with
     pandas hidden; pyarrow's explicit pandas paths (``to_pandas``, ``from_pandas``) still
-    import it when called. Only for ``stretch replay`` run as a command (``main()``
-    without ``argv``), so a caller's own process is never changed; a no-op when pandas
-    is already imported.
+    import it when called. Only for ``stretch replay`` and ``stretch serve`` run as
+    commands (``main()`` without ``argv``), so a caller's own process is never changed; a
+    no-op when pandas is already imported.
     """
     hide = _NoPandas()
     sys.meta_path.insert(0, hide)

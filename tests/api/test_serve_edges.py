@@ -176,3 +176,18 @@ def test_timeouts_must_be_positive(tmp_path: Path) -> None:
         sidecar.start()
     assert sidecar.process is not None and sidecar.process.wait(TIMEOUT_S) == 2
     sidecar.process = None
+
+
+def test_a_batch_does_not_make_the_sidecar_import_pandas(served: Sidecar) -> None:
+    """pyarrow's first pandas probe would import it (about 0.3 s on the first batch after
+    each start): the sidecar settles that probe without it (``cli._skip_pandas_probe``)."""
+    url = f"{served.url}/v1/operators/f"
+    rows = {"rows": [{"ts": 1, "v": 2}]}
+    sent = httpx.post(f"{url}/sources/0/batches", json=rows, headers=auth())
+    assert sent.status_code == 202, sent.text
+    assert httpx.post(f"{url}/sources/0/close", headers=auth()).status_code == 202
+    read = httpx.get(f"{url}/output", params={"wait_ms": 10_000}, headers=auth())
+    assert read.status_code == 200 and read.json()["rows"] == [{"ts": 1, "v": 2}], read.text
+    assert served.process is not None
+    mapped = Path(f"/proc/{served.process.pid}/maps").read_text()
+    assert "/pandas/" not in mapped
