@@ -208,7 +208,7 @@ def test_a_module_file_gone_before_it_ran_compiles_in_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another process may prune the file between the check and the run."""
-    monkeypatch.setattr(_predicate_join, "_holds", lambda path, source: True)  # never written
+    monkeypatch.setattr(_predicate_join, "_holds", lambda path, source, lock: True)  # never written
     run, _ = _generate(_module(tmp_path, "pruned").near, 2, 2, tmp_path / "cache")
     assert run.py_func.__code__.co_filename.startswith("<")
 
@@ -227,6 +227,26 @@ def test_a_compile_waits_for_the_turn_another_process_holds(tmp_path: Path) -> N
         assert entry.signatures == []
     caller.join(60)
     assert results == [42]
+
+
+def test_making_a_join_does_not_wait_for_its_compile_in_another_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only writing a missing module file takes the turn; a compile holds it for seconds."""
+    monkeypatch.setattr(_predicate_join, "COMPILE_WAIT_S", 600.0)
+    predicate = _module(tmp_path, "elsewhere").near
+    folder = tmp_path / "cache"
+    run, _ = _generate(predicate, 2, 2, folder)  # the file written
+    lock = Path(run.py_func.__code__.co_filename).with_suffix(".lock")
+    made: list[object] = []
+    with _held(lock):  # another process compiling it
+        maker = threading.Thread(
+            target=lambda: made.append(_generate(predicate, 2, 2, folder)), daemon=True
+        )
+        maker.start()
+        maker.join(60)
+        assert not maker.is_alive()
+    assert len(made) == 1
 
 
 def test_a_turn_held_too_long_is_not_waited_for(

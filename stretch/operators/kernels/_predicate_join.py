@@ -179,9 +179,7 @@ def _generate(predicate: Dispatcher, n_left: int, n_right: int, folder: Path) ->
     cached = source(cache=True)
     if path is not None:
         lock = path.with_suffix(".lock")
-        with _turn(lock):
-            holds = _holds(path, cached)
-        if holds:
+        if _holds(path, cached, lock):
             try:
                 entries = _module(predicate, cached, str(path), path.stem)
             except RuntimeError:  # Numba found no file to cache beside: another process pruned it
@@ -262,18 +260,25 @@ def _place(folder: Path, file: str) -> Path | None:
     return folder / file if os.access(folder, os.W_OK) else None
 
 
-def _holds(path: Path, source: str) -> bool:
+def _holds(path: Path, source: str, lock: Path) -> bool:
     """Whether ``path`` holds ``source``, writing it first when missing; prunes the folder.
 
     A file is written whole (a temporary file renamed), so a process that finds it reads
-    all of it; one holding other text (a digest prefix shared) is left alone.
+    all of it; one holding other text (a digest prefix shared) is left alone. A missing
+    file is written in ``lock``'s turn, so that processes starting together write it once
+    (Numba's cache of it records the file's time: a second write would make the first
+    process's compile stale). A file that is there needs no turn: a compile of it, which
+    holds the turn for seconds, is never waited for here.
     """
     try:
         if path.exists():
             return path.read_text() == source
-        partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-        partial.write_text(source)
-        partial.replace(path)
+        with _turn(lock):
+            if path.exists():  # written while this process waited
+                return path.read_text() == source
+            partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+            partial.write_text(source)
+            partial.replace(path)
         _prune(path.parent)
     except OSError:
         return False
