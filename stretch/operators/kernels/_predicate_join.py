@@ -211,7 +211,8 @@ def _compile_in_turn(entry: Callable[..., int], lock: Path) -> None:
     ``compile``, which first looks in the disk cache: taken in turns, the first process
     compiles and saves, and the ones that waited load its code.
     """
-    assert isinstance(entry, Dispatcher)
+    if not isinstance(entry, Dispatcher):  # NUMBA_DISABLE_JIT: plain Python, nothing to compile
+        return
     compile_now = entry.compile
 
     def compile_in_turn(signature: Any) -> Any:
