@@ -23,6 +23,7 @@ import httpx
 import uvicorn
 
 from stretch.api.main import create_app
+from stretch.client import tls_context
 from stretch.errors import StretchError
 
 __all__ = ["EmbeddedSidecar", "LocalSidecars"]
@@ -211,5 +212,5 @@ def _free_port() -> int:
 
 def _ready(url: str) -> bool:
     with contextlib.suppress(httpx.TransportError):
-        return httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200
+        return httpx.get(f"{url}/readyz", timeout=1.0, verify=tls_context()).status_code == 200
     return False

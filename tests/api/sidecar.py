@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 
+from stretch.client import tls_context
 from tests.api.conftest import TOKEN, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +81,8 @@ class Sidecar:
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.log()
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                ready = httpx.get(f"{self.url}/readyz", timeout=1.0, verify=tls_context())
+                if ready.status_code == 200:
                     self.start_s.append(time.monotonic() - started)
                     return
             except httpx.TransportError:

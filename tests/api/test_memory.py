@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from stretch.client import tls_context
 from tests.api.conftest import TIMEOUT_S, auth
 from tests.api.sidecar import Sidecar
 
@@ -47,7 +48,12 @@ def sidecar(tmp_path: Path) -> Iterator[Sidecar]:
 
 def _call(sidecar: Sidecar, method: str, path: str, **kwargs: Any) -> httpx.Response:
     return httpx.request(
-        method, f"{sidecar.url}{path}", headers=auth(), timeout=TIMEOUT_S, **kwargs
+        method,
+        f"{sidecar.url}{path}",
+        headers=auth(),
+        timeout=TIMEOUT_S,
+        verify=tls_context(),  # not a CA bundle loaded per request (50 ms of CPU)
+        **kwargs,
     )
 
 

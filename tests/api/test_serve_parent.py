@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from stretch.cli import main
+from stretch.client import tls_context
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 60.0
@@ -84,7 +85,7 @@ def wait_until(condition: object, what: str) -> None:
 
 def ready(url: str) -> bool:
     try:
-        return httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200
+        return httpx.get(f"{url}/readyz", timeout=1.0, verify=tls_context()).status_code == 200
     except httpx.TransportError:
         return False
 
