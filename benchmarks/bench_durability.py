@@ -40,7 +40,7 @@ from _util import figure, machine, progress, save, write
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from stretch.client import StretchClient  # noqa: E402
+from stretch.client import StretchClient, tls_context  # noqa: E402
 
 
 class Server:
@@ -65,7 +65,8 @@ class Server:
         )
         while True:
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                ready = httpx.get(f"{self.url}/readyz", timeout=1.0, verify=tls_context())
+                if ready.status_code == 200:
                     return time.perf_counter() - started
             except httpx.TransportError:
                 pass
