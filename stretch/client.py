@@ -40,6 +40,9 @@ __all__ = [
 ]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+NEXT_OFFSET = "Stretch-Next-Offset"
+PART_BITS = 16
+"""Batch id k is sent as the service's ids ``k * 2**PART_BITS + i`` of its parts i."""
 
 
 @functools.cache
@@ -47,15 +50,10 @@ def tls_context() -> ssl.SSLContext:
     """The TLS settings that every client of this process shares (httpx's defaults).
 
     httpx makes them anew for each client it creates, loading the CA bundle each time:
-    about 50 ms of CPU per client, plain ``http://`` included. A Spark task's client, a
-    commit's and each readiness probe paid it.
+    about 50 ms of CPU per client, plain ``http://`` included. The Spark reader's offset
+    checks, commits and read tasks, and each readiness probe, paid it.
     """
     return httpx.create_ssl_context()
-
-
-NEXT_OFFSET = "Stretch-Next-Offset"
-PART_BITS = 16
-"""Batch id k is sent as the service's ids ``k * 2**PART_BITS + i`` of its parts i."""
 
 
 class ServiceError(StretchError):

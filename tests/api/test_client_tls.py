@@ -1,7 +1,7 @@
 """Clients share one TLS context: httpx would load the CA bundle for each (about 50 ms of CPU).
 
-A Spark task makes a client per partition and micro-batch, the driver one per commit, and
-``stretch pipeline`` probes its sidecars' readiness: each paid that load, plain http too.
+The Spark reader makes a client for each offset check, commit and read task, and ``stretch
+pipeline`` probes its sidecars' readiness with new ones: each paid that load, plain http too.
 """
 
 from __future__ import annotations
