@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import pyarrow as pa
 from _util import figure, machine, progress, save, write
@@ -40,7 +39,7 @@ from _util import figure, machine, progress, save, write
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from stretch.client import StretchClient, tls_context  # noqa: E402
+from stretch.client import StretchClient, ready  # noqa: E402
 
 
 class Server:
@@ -64,12 +63,8 @@ class Server:
             command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         while True:
-            try:
-                ready = httpx.get(f"{self.url}/readyz", timeout=1.0, verify=tls_context())
-                if ready.status_code == 200:
-                    return time.perf_counter() - started
-            except httpx.TransportError:
-                pass
+            if ready(self.url):
+                return time.perf_counter() - started
             if self.process.poll() is not None or time.perf_counter() - started > 300:
                 msg = "the server did not start"
                 raise RuntimeError(msg)

@@ -36,6 +36,7 @@ __all__ = [
     "StretchClient",
     "arrow_bytes",
     "read_until_finished",
+    "ready",
     "tls_context",
 ]
 
@@ -54,6 +55,19 @@ def tls_context() -> ssl.SSLContext:
     checks, commits and read tasks, and each readiness probe, paid it.
     """
     return httpx.create_ssl_context()
+
+
+def ready(url: str, timeout_s: float = 1.0) -> bool:
+    """Whether the service at ``url`` answers ``/readyz`` with 200 now (restore done).
+
+    False while it starts, restores or cannot be reached; each call waits at most
+    ``timeout_s``. For loops that wait for a started sidecar, under their own deadline.
+    """
+    try:
+        answer = httpx.get(f"{url}/readyz", timeout=timeout_s, verify=tls_context())
+    except httpx.TransportError:
+        return False
+    return answer.status_code == HTTPStatus.OK
 
 
 class ServiceError(StretchError):

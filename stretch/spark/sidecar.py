@@ -9,7 +9,6 @@ with its own port and state directory, the shards of the job's operator.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import subprocess
@@ -19,11 +18,10 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-import httpx
 import uvicorn
 
 from stretch.api.main import create_app
-from stretch.client import tls_context
+from stretch.client import ready
 from stretch.errors import StretchError
 
 __all__ = ["EmbeddedSidecar", "LocalSidecars"]
@@ -161,7 +159,7 @@ class LocalSidecars:
             urls.append(f"http://127.0.0.1:{port}")
         deadline = time.monotonic() + RESTORE_TIMEOUT_S
         for index, (url, process) in enumerate(zip(urls, self._processes, strict=True)):
-            while not _ready(url):
+            while not ready(url):
                 if process.poll() is not None or time.monotonic() > deadline:
                     msg = f"sidecar {index} did not start; see {self.root / f'{index}.log'}"
                     raise StretchError(msg)
@@ -208,9 +206,3 @@ def _free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
-
-
-def _ready(url: str) -> bool:
-    with contextlib.suppress(httpx.TransportError):
-        return httpx.get(f"{url}/readyz", timeout=1.0, verify=tls_context()).status_code == 200
-    return False

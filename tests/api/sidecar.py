@@ -9,9 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
-
-from stretch.client import tls_context
+from stretch.client import ready
 from tests.api.conftest import TOKEN, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,13 +78,9 @@ class Sidecar:
         deadline = started + START_TIMEOUT_S
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.log()
-            try:
-                ready = httpx.get(f"{self.url}/readyz", timeout=1.0, verify=tls_context())
-                if ready.status_code == 200:
-                    self.start_s.append(time.monotonic() - started)
-                    return
-            except httpx.TransportError:
-                pass
+            if ready(self.url):
+                self.start_s.append(time.monotonic() - started)
+                return
             time.sleep(0.05)
         msg = f"the sidecar did not get ready in {START_TIMEOUT_S} s:\n{self.log()}"
         raise AssertionError(msg)

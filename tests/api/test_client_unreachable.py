@@ -7,7 +7,7 @@ import socket
 import httpx
 import pytest
 
-from stretch.client import SidecarUnreachableError, StretchClient
+from stretch.client import SidecarUnreachableError, StretchClient, ready
 from stretch.errors import StretchError
 
 
@@ -32,3 +32,7 @@ def test_a_refused_connection_names_the_sidecar_and_the_request() -> None:
     assert isinstance(raised.value, StretchError)
     assert isinstance(raised.value, httpx.TransportError)  # callers catching those still do
     assert isinstance(raised.value.__cause__, httpx.ConnectError)
+
+
+def test_a_sidecar_that_does_not_answer_is_not_ready() -> None:
+    assert not ready(f"http://127.0.0.1:{_closed_port()}")

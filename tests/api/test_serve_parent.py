@@ -18,11 +18,10 @@ import textwrap
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from stretch.cli import main
-from stretch.client import tls_context
+from stretch.client import ready
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 60.0
@@ -81,13 +80,6 @@ def wait_until(condition: object, what: str) -> None:
     while not condition():  # type: ignore[operator]
         assert time.monotonic() < deadline, what
         time.sleep(0.1)
-
-
-def ready(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/readyz", timeout=1.0, verify=tls_context()).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def test_a_server_whose_parent_is_killed_shuts_down_and_frees_its_state(tmp_path: Path) -> None:
