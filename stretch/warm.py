@@ -112,22 +112,23 @@ def _operator_replays(folder: Path, name: str, params: Mapping[str, str]) -> lis
     """Replays of operator ``name`` over rows of its schemas, written into ``folder``."""
     op = build(name, params)
     tables = [_generated(schema, seed) for seed, schema in enumerate(op.inputs)]
-    variants = {"": tables}
+    skewed: list[pa.Table] = []
     band = op.kernel.join.band if isinstance(op.kernel, BandJoinSpec) else None
     if band is not None and band.key is None:  # one column a side, all equal: the nested loop
         left, right = tables
-        variants["-skew"] = [_all_equal(left, band.left[0]), _all_equal(right, band.right[0])]
-    # Each input as one batch, and in four (read-only Arrow arrays and joined ones: two
-    # signatures of a kernel, as in _replays); the skewed inputs as one batch.
-    plan = [("", 1), ("", 4)] + [("-skew", 1)] * ("-skew" in variants)
-    commands = []
-    for variant, parts in plan:
-        paths = []
-        for i, table in enumerate(variants[variant]):
-            path = folder / f"{name}{variant}-{i}-{parts}.parquet"
-            pq.write_table(table, path, row_group_size=table.num_rows // parts)
-            paths += ["--input", str(path)]
-        commands.append(["replay", "--output", str(folder / "out.parquet"), name, *paths])
+        skewed = [_all_equal(left, band.left[0]), _all_equal(right, band.right[0])]
+    _write_layouts(folder, {f"{name}-{i}": table for i, table in enumerate(tables)})
+    _write_layouts(folder, {f"{name}-skew-{i}": table for i, table in enumerate(skewed)})
+
+    def replay(stem: str, layout: str = "") -> list[str]:
+        paths = [folder / f"{stem}-{i}{layout}.parquet" for i in range(len(tables))]
+        inputs = [part for path in paths for part in ("--input", str(path))]
+        return ["replay", "--output", str(folder / "out.parquet"), name, *inputs]
+
+    # Both layouts of the inputs; the skewed ones as one batch.
+    commands = [replay(name), replay(name, ".parts")]
+    if skewed:
+        commands.append(replay(f"{name}-skew"))
     return commands
 
 
@@ -168,12 +169,7 @@ def _replays(folder: Path) -> list[list[str]]:
         "skew_l": _all_equal(sj_l, "x"),
         "skew_r": _all_equal(sj_r, "a"),
     }
-    # Each input as one batch, and in four: the runtime then joins batches,
-    # and Numba compiles a kernel apart for arrays it may write and for read-only ones
-    # (Arrow's), so both layouts reach kernels that one alone does not.
-    for name, table in inputs.items():
-        write_table(table, folder / f"{name}.parquet")
-        pq.write_table(table, folder / f"{name}.parts.parquet", row_group_size=table.num_rows // 4)
+    _write_layouts(folder, inputs)
     out = str(folder / "out.parquet")
     commands = [
         ["replay", "--output", out, "scalejoin"]
@@ -205,6 +201,18 @@ def _replays(folder: Path) -> list[list[str]]:
         ["replay", "--parallelism", "1", *reconfigure, "--output", out, "scalejoin", *joins]
     )
     return commands
+
+
+def _write_layouts(folder: Path, inputs: Mapping[str, pa.Table]) -> None:
+    """Write each input as ``NAME.parquet``, one batch, and ``NAME.parts.parquet``, four.
+
+    The runtime joins the batches of the second, and Numba compiles a kernel apart for
+    arrays it may write and for read-only ones (Arrow's), so both layouts reach kernels
+    that one alone does not.
+    """
+    for name, table in inputs.items():
+        write_table(table, folder / f"{name}.parquet")
+        pq.write_table(table, folder / f"{name}.parts.parquet", row_group_size=table.num_rows // 4)
 
 
 def _all_equal(table: pa.Table, column: str) -> pa.Table:
