@@ -21,8 +21,10 @@ Keys are (ts, source, seq), the total order of docs/design.md decision 2. A node
 live sources (active, not ended): every later node of such a source has a larger key.
 Inserts always land after the ready prefix, so readers never miss a node; the ready prefix
 is tracked by a cursor and copied, node by node as it grows, into the ready log that
-readers read (docs/scalegate.md, "Why readers read a log"); reclamation frees the prefix
-every reader passed. With
+readers read (docs/scalegate.md, "Why readers read a log"). Only the kernels that can move
+B (adds and source changes) advance the cursor, before they release the lock, so readers
+copy log rows and never touch the list's rows. Reclamation frees the prefix every reader
+passed. With
 ``NUMBA_DISABLE_JIT=1`` the kernels run as plain Python (the coverage run).
 """
 
@@ -160,7 +162,9 @@ def _advance_ready(nodes: I64, sources: I64, meta: I64, ready: I64) -> None:
 
     The log (``ready``, a ring of ``(ts, source, seq, kind, payload)`` rows) holds the
     ready nodes in order, so readers copy them from consecutive memory instead of walking
-    the list's rows, which the adding thread wrote on another core.
+    the list's rows, which the adding thread wrote on another core. Run by every kernel
+    that moves B (adds, source changes) before it releases the lock, so the log holds
+    every ready node whenever the lock is free.
     """
     b_ts, b_src = ready_bound(sources, meta, -1)
     tail = meta[M_READY_TAIL]
@@ -357,7 +361,6 @@ def _admit(
     always finds a row (see docs/scalegate.md).
     """
     n = ts.shape[0]
-    _advance_ready(nodes, sources, meta, ready)
     room = _make_room(nodes, sources, readers, free, meta, ready, n)
     unready = free.shape[0] - room - meta[M_READY_N]
     o_ts, o_src = ready_bound(sources, meta, s)
@@ -401,6 +404,8 @@ def _add(
     n = _admit(nodes, sources, readers, free, meta, ready, s, ts, partial)
     for i in range(n):
         _insert(nodes, sources, free, meta, s, ts[i], kind, payload[i])
+    if n > 0:
+        _advance_ready(nodes, sources, meta, ready)
     return n
 
 
@@ -488,7 +493,7 @@ def get_batch(
 ) -> tuple[int, I64, I64, I64, NDArray[np.int8], I64]:
     """Pass reader ``r`` over up to ``max_n`` ready DATA/CONTROL/WATERMARK nodes.
 
-    Returns (count or status, ts, source, seq, kind, payload). O(S + k), k nodes passed:
+    Returns (count or status, ts, source, seq, kind, payload). O(k), k nodes passed:
     one pass over the ready log counts them, so each column is allocated at its exact
     length, and one copies them.
     """
@@ -497,7 +502,6 @@ def get_batch(
     if try_lock(meta):
         status = E_INACTIVE
         if readers[r, R_ACTIVE] == 1:
-            _advance_ready(nodes, sources, meta, ready)
             status = OK
             mask = meta[M_LOG_MASK]
             start = stop = readers[r, R_POS]
@@ -531,14 +535,13 @@ def get_one(
 ) -> tuple[int, int, int, int, int, int]:
     """Return reader ``r``'s next ready node: (status, ts, source, seq, kind, payload).
 
-    Status 1 when a node is returned, 0 when none is ready. O(S + k).
+    Status 1 when a node is returned, 0 when none is ready. O(k).
     """
     if not try_lock(meta):
         return BUSY, 0, 0, 0, 0, 0
     if readers[r, R_ACTIVE] == 0:
         unlock(meta)
         return E_INACTIVE, 0, 0, 0, 0, 0
-    _advance_ready(nodes, sources, meta, ready)
     mask = meta[M_LOG_MASK]
     pos = readers[r, R_POS]
     end = meta[M_READY_END]
@@ -577,7 +580,6 @@ def _admit_marker(
     nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, ready: I64, i: int, leaving: bool
 ) -> bool:
     """Whether flow control admits a DUMMY/FLUSH node at source ``i``'s frontier."""
-    _advance_ready(nodes, sources, meta, ready)
     room = _make_room(nodes, sources, readers, free, meta, ready, 1)
     b_ts, b_src = ready_bound(sources, meta, i if leaving else -1)
     if room == 0:
@@ -634,6 +636,7 @@ def change_sources(
             else:  # a skipped marker keeps its seq: seq values never depend on timing
                 sources[i, S_SEQ] += 1
         sources[i, S_ACTIVE] = 1 if add else 0
+        _advance_ready(nodes, sources, meta, ready)
     unlock(meta)
     return status
 
@@ -643,7 +646,6 @@ def occupancy(nodes: I64, sources: I64, readers: I64, free: I64, meta: I64, read
     """Reclaim, then count the nodes held; or BUSY."""
     if not try_lock(meta):
         return BUSY
-    _advance_ready(nodes, sources, meta, ready)
     _reclaim(nodes, sources, readers, free, meta, ready)
     held = free.shape[0] - meta[M_FREE_TOP] - meta[M_UNUSED]
     unlock(meta)

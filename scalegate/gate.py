@@ -367,7 +367,7 @@ class ElasticScaleGate:
     def get_next_ready_tuple(self, reader_id: int) -> tuple[int, int, int, int, int] | None:
         """Return the reader's next ready node as (ts, source, seq, kind, payload), or None.
 
-        DUMMY and FLUSH nodes are passed silently. O(S + k) for k nodes passed.
+        DUMMY and FLUSH nodes are passed silently. O(k) for k nodes passed.
 
         Raises:
             ValueError: ``reader_id`` is not an active reader.
@@ -386,7 +386,7 @@ class ElasticScaleGate:
         return int(res[1]), int(res[2]), int(res[3]), int(res[4]), int(res[5])
 
     def get_ready_batch(self, reader_id: int, max_n: int) -> ReadyBatch:
-        """Up to ``max_n`` ready nodes for the reader, in order; O(S + k) for k passed.
+        """Up to ``max_n`` ready nodes for the reader, in order; O(k) for k passed.
 
         Raises:
             ValueError: ``reader_id`` is not an active reader.
@@ -573,6 +573,8 @@ def _check_state(nodes: Any, sources: Any, readers: Any, free: Any, meta: Any, l
     tail = int(meta[M_READY_TAIL])
     assert tail in position and ready[position[tail]], "the ready cursor is off the list"
     assert position[tail] == meta[M_READY_N], "the ready count does not match the cursor"
+    after = position[tail] + 1
+    assert after == len(listed) or not ready[after], "a ready node is not in the ready log yet"
     # Flow control: one row is always free or ready, so the bound source can add.
     assert ready.count(False) <= capacity - 1, "unready nodes fill the gate"
     end, held = int(meta[M_READY_END]), int(meta[M_READY_N])
