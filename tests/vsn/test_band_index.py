@@ -25,7 +25,7 @@ from stretch.model.schema import Schema
 from stretch.model.sn import run_sn
 from stretch.operators import joins
 from stretch.operators.catalog import SCALEJOIN_L, SCALEJOIN_R, TRADES, build
-from stretch.operators.kernels._band_index import BLOCK_SHIFT, _probes_here
+from stretch.operators.kernels._band_index import BLOCK_SHIFT, _probes_here, grid_slots
 from stretch.operators.kernels._band_join import order_matches
 from stretch.vsn import run_vsn
 from stretch.vsn._compiled import band_join as compiled_band_join
@@ -204,19 +204,102 @@ def test_scalejoin_values_2_63_apart_do_not_match(index: str) -> None:
 
 
 @settings(max_examples=15, deadline=None)
-@given(tables=scalejoin_edges(), plan=schedules(3), partition=PARTITIONS)
+@given(
+    tables=scalejoin_edges(),
+    plan=schedules(3),
+    partition=PARTITIONS,
+    carried=st.sampled_from([0, 3, 1 << 30]),
+)
 def test_small_stores_and_grids_rebuild(
-    tables: list[pa.Table], plan: tuple[int, list[Step]], partition: str
+    tables: list[pa.Table], plan: tuple[int, list[Step]], partition: str, carried: int
 ) -> None:
-    """One-tuple stores and grids of a few entries: STORE_FULL and INDEX_FULL all along."""
+    """One-tuple stores and grids of a few entries: STORE_FULL and INDEX_FULL all along.
+
+    A compaction rebuilds the grid every time (``carried`` 0), carries it over three
+    times in four (the default) or always.
+    """
     m, schedule = plan
     op = build("scalejoin", {"ws": 60, "keys": 2, "partition": partition})
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(compiled_band_join, "MIN_CAPACITY", 1)
         patch.setattr(compiled_band_join, "GRID_BUDGET", 1)
         patch.setattr(compiled_band_join, "GRID_SLACK", 0)
-        out, _ = run_schedule(op, tables, m, 3, schedule)
+        patch.setattr(compiled_band_join, "CARRIED_COMPACTIONS", carried)
+        out, pipeline = run_schedule(op, tables, m, 3, schedule)
     assert out.equals(run_sn(op, tables))
+    for slab in slabs(pipeline):
+        assert_grid_indexes_the_stores(slab)
+
+
+def slabs(pipeline: stretch.Pipeline) -> list[compiled_band_join._Slab]:
+    kernel = pipeline._pool.compiled
+    assert isinstance(kernel, BandJoinKernel)
+    return list(kernel.slabs.values())
+
+
+def assert_grid_indexes_the_stores(slab: compiled_band_join._Slab) -> None:
+    """Each live stored tuple is once in its grid cell, in arrival order, its columns copied.
+
+    Entries of tuples that expired stay until their cell's head drops them, so they are
+    left out (their position is below their store's head).
+    """
+    grid = slab.grid
+    if grid is None:
+        return
+    capacity, width = slab.capacity, grid.cells.shape[2]
+    for side in (0, 1):
+        found = []
+        for c in range(grid.cells.shape[1]):
+            at = [(int(grid.head[side, c]) + i) % width for i in range(grid.count[side, c])]
+            live = [
+                (e, int(grid.cells[side, c, e]))
+                for e in at
+                if grid.cells[side, c, e] % capacity
+                >= slab.bounds[grid.cells[side, c, e] // capacity, 2 * side]
+            ]
+            stored = np.array([entry for _, entry in live], dtype=np.int64)
+            band_cells = slab.cell[:, side].reshape(-1)[stored]
+            assert (grid_slots(band_cells, grid.cells.shape[1] - 1, grid.shift) == c).all()
+            arrival = [(slab.ts[:, side].reshape(-1)[i], slab.seq[:, side].reshape(-1)[i])
+                       for i in stored]  # fmt: skip
+            assert arrival == sorted(arrival), f"cell {c} of side {side} out of arrival order"
+            for copy, column in zip(grid.columns[side], slab.columns[side], strict=True):
+                positions = [c * width + e for e, _ in live]
+                assert np.array_equal(copy[positions], column[stored], equal_nan=True)
+            found += stored.tolist()
+        assert sorted(found) == compiled_band_join._live(slab, side).tolist()
+
+
+def test_a_carried_grid_holds_what_a_rebuild_would() -> None:
+    """Compactions that carry the grid over (renumbered) leave it indexing the stores.
+
+    2,000 tuples a side over a window of 300, stores of one tuple to start with: the
+    stores fill and are compacted again and again, the grid carried over each time
+    (never rebuilt), expired entries still at the cells' heads dropped as it goes.
+    """
+    rng = np.random.default_rng(11)
+    n = 2000
+    ts = sorted(rng.integers(0, 20_000, n).tolist())
+    left = SCALEJOIN_L.table(ts, [(int(x), 1.0) for x in rng.integers(-300, 300, n)])
+    right = SCALEJOIN_R.table(ts, [(int(a), 1.0, 0.0, True) for a in rng.integers(-300, 300, n)])
+    op = build("scalejoin", {"ws": 300, "keys": 2})
+    carried = []
+    carry = compiled_band_join._Grid.carry
+
+    def counted(grid: compiled_band_join._Grid, *args: Any) -> compiled_band_join._Grid:
+        carried.append(grid)
+        return carry(grid, *args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compiled_band_join, "MIN_CAPACITY", 1)
+        patch.setattr(compiled_band_join, "CARRIED_COMPACTIONS", 1 << 30)
+        patch.setattr(compiled_band_join._Grid, "carry", counted)
+        out, pipeline = run_schedule(op, [left, right], 1, 2, [])
+    assert out.equals(run_sn(op, [left, right]))
+    assert len(carried) >= 5
+    (slab,) = slabs(pipeline)
+    assert slab.grid is not None and slab.grid.carried >= 5
+    assert_grid_indexes_the_stores(slab)
 
 
 def grids(pipeline: stretch.Pipeline) -> list[bool]:

@@ -652,6 +652,52 @@ def grid_build(
 
 
 @njit(nogil=True, cache=True)
+def grid_compact(
+    cells: NDArray[np.int64],
+    cell_head: NDArray[np.int64],
+    cell_count: NDArray[np.int64],
+    old_capacity: int,
+    new_capacity: int,
+    old_bounds: NDArray[np.int64],
+    move_left: Fill,
+    move_right: Fill,
+) -> None:
+    """Keep a grid in step with its stores compacted into slots of ``new_capacity``.
+
+    A compaction (``_Slab.gather`` of a slab into itself) copies each slot's live tuples,
+    positions ``old_bounds[s, 2 * side]`` to ``old_bounds[s, 2 * side + 1]`` of
+    ``old_capacity``, to the start of the slot. Each entry ``s * old_capacity + p`` becomes
+    ``s * new_capacity + p - head``; entries of tuples that expired (not dropped yet:
+    expiry drops a cell's head lazily) are dropped, the rest keep their order at the
+    cell's head, with their copies of the predicate's columns (``move_left`` /
+    ``move_right`` pair each grid column with itself). O(entries), no sort: each cell then
+    holds what ``grid_build`` would put in it over the compacted stores, in that order.
+    """
+    mask = cells.shape[2] - 1
+    width = cells.shape[2]
+    for side in range(2):
+        for c in range(cells.shape[1]):
+            head = cell_head[side, c]
+            kept = 0
+            for i in range(cell_count[side, c]):
+                e = (head + i) & mask
+                s = cells[side, c, e] // old_capacity
+                p = cells[side, c, e] - s * old_capacity
+                first = old_bounds[s, 2 * side]
+                if p < first:  # expired before the compaction
+                    continue
+                to = (head + kept) & mask
+                cells[side, c, to] = s * new_capacity + p - first
+                if to != e:
+                    if side == 0:
+                        _store_row(move_left, c * width + to, c * width + e)
+                    else:
+                        _store_row(move_right, c * width + to, c * width + e)
+                kept += 1
+            cell_count[side, c] = kept
+
+
+@njit(nogil=True, cache=True)
 def store_cells(
     slot_keys: NDArray[np.int64],
     keys: int,

@@ -26,6 +26,7 @@ from stretch.operators.kernels._band_index import (
     NOT_FINITE,
     band_cells,
     grid_build,
+    grid_compact,
     grid_slots,
     run_band_cells,
     store_cells,
@@ -108,6 +109,9 @@ MAX_SHIFT = 20
 """The widest grid cell: 2**MAX_SHIFT band widths."""
 HOT_SHARE = 0.75
 """A grid is not kept while one cell holds this share of the slab's live tuples."""
+CARRIED_COMPACTIONS = 3
+"""Compactions of a slab that carry its grid over (renumbered, ``grid_compact``) before
+one rebuilds it (``regrid``), choosing its cells again for the data then stored."""
 
 
 def _shift(cells: tuple[NDArray[np.int64], NDArray[np.int64]]) -> tuple[int, int]:
@@ -204,6 +208,7 @@ class _Grid:
         occupied: int,
     ) -> None:
         self.shift = shift
+        self.carried = 0  # compactions it was carried over since it was built
         stored = slab.capacity * len(slab.slot_keys)
         budget = GRID_BUDGET * stored + GRID_SLACK
         # As many cells as a side has occupied ones (or its capacity suggests, empty).
@@ -237,6 +242,15 @@ class _Grid:
         """The bytes the grid's arrays take."""
         arrays = (self.cells, self.head, self.count, *self.columns[0], *self.columns[1])
         return sum(int(a.nbytes) for a in arrays)
+
+    def carry(self, old: _Slab, new: _Slab) -> _Grid:
+        """Move the grid from ``old`` to its compacted copy ``new`` (``grid_compact``)."""
+        left, right = (tuple(zip(side, side, strict=True)) for side in self.columns)
+        grid_compact(
+            self.cells, self.head, self.count, old.capacity, new.capacity, old.bounds, left, right
+        )
+        self.carried += 1
+        return self
 
 
 class _Slab:
@@ -309,12 +323,13 @@ class _Slab:
         extra: int,
         band: Band | None,
         keep: bool | None = None,
+        grid: bool = True,
     ) -> _Slab:
         """A slab for ``slot_keys`` with room for ``extra`` more tuples per key and side.
 
         Each key's live tuples and last ts come from ``where[key]`` (a slab and slot),
         compacted to the start of its new slot; keys not in ``where`` start empty. Its
-        grid as ``regrid(0, keep)`` builds it.
+        grid as ``regrid(0, keep)`` builds it (none with ``grid`` False: the caller's).
         """
         sizes = [
             int(old.bounds[o, 2 * side + 1] - old.bounds[o, 2 * side])
@@ -342,13 +357,18 @@ class _Slab:
                 for to, of in zip(new.columns[side], old.columns[side], strict=True):
                     to[at : at + live] = of[was + head : was + tail]
                 new.bounds[s, 2 * side + 1] = live
-        new.regrid(0, keep)
+        if grid:
+            new.regrid(0, keep)
         return new
 
     def reserve(self, extra: int, keep: bool | None = None) -> _Slab:
         """Itself if every store has room for ``extra`` more tuples, else a compacted copy.
 
-        ``keep`` as ``regrid``'s; with None an undecided slab decides now.
+        ``keep`` as ``regrid``'s; with None an undecided slab decides now. The copy takes
+        this slab's grid along, renumbered, unless ``keep`` is False or the grid was
+        carried ``CARRIED_COMPACTIONS`` times: then it builds one anew (a compaction
+        changes no tuple's cell, only where it is stored, and a rebuild costs sorting the
+        window).
         """
         tails = self.bounds[:, [1, 3]]
         if tails.size == 0 or int(tails.max()) + extra <= self.capacity:
@@ -356,7 +376,13 @@ class _Slab:
                 self.regrid(0)
             return self
         mine = {key: (self, s) for s, key in enumerate(self.slot_keys.tolist())}
-        return _Slab.gather(self.slot_keys, self.dtypes, mine, extra, self.band, keep)
+        grid = self.grid
+        carry = grid is not None and keep is not False and grid.carried < CARRIED_COMPACTIONS
+        new = _Slab.gather(self.slot_keys, self.dtypes, mine, extra, self.band, keep, not carry)
+        if carry:
+            assert grid is not None
+            new.grid = grid.carry(self, new)
+        return new
 
 
 @dataclass
