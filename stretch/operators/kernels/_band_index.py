@@ -659,9 +659,7 @@ def grid_compact(
     old_capacity: int,
     new_capacity: int,
     old_bounds: NDArray[np.int64],
-    move_left: Fill,
-    move_right: Fill,
-) -> None:
+) -> NDArray[np.int64]:
     """Keep a grid in step with its stores compacted into slots of ``new_capacity``.
 
     A compaction (``_Slab.gather`` of a slab into itself) copies each slot's live tuples,
@@ -669,12 +667,16 @@ def grid_compact(
     ``old_capacity``, to the start of the slot. Each entry ``s * old_capacity + p`` becomes
     ``s * new_capacity + p - head``; entries of tuples that expired (not dropped yet:
     expiry drops a cell's head lazily) are dropped, the rest keep their order at the
-    cell's head, with their copies of the predicate's columns (``move_left`` /
-    ``move_right`` pair each grid column with itself). O(entries), no sort: each cell then
-    holds what ``grid_build`` would put in it over the compacted stores, in that order.
+    cell's head. O(entries), no sort: each cell then holds what ``grid_build`` would put
+    in it over the compacted stores, in that order. Returns the entries that moved in
+    their cell, ``(side, from, to)`` per column, as indices ``c * cells.shape[2] + e`` of
+    the grid's copies of the predicate's columns, which the caller moves (any column
+    types: this kernel compiles once for every join).
     """
     mask = cells.shape[2] - 1
     width = cells.shape[2]
+    moved = np.empty((3, cells.size), dtype=np.int64)
+    n = 0
     for side in range(2):
         for c in range(cells.shape[1]):
             head = cell_head[side, c]
@@ -689,12 +691,13 @@ def grid_compact(
                 to = (head + kept) & mask
                 cells[side, c, to] = s * new_capacity + p - first
                 if to != e:
-                    if side == 0:
-                        _store_row(move_left, c * width + to, c * width + e)
-                    else:
-                        _store_row(move_right, c * width + to, c * width + e)
+                    moved[0, n] = side
+                    moved[1, n] = c * width + e
+                    moved[2, n] = c * width + to
+                    n += 1
                 kept += 1
             cell_count[side, c] = kept
+    return moved[:, :n]
 
 
 @njit(nogil=True, cache=True)

@@ -245,10 +245,14 @@ class _Grid:
 
     def carry(self, old: _Slab, new: _Slab) -> _Grid:
         """Move the grid from ``old`` to its compacted copy ``new`` (``grid_compact``)."""
-        left, right = (tuple(zip(side, side, strict=True)) for side in self.columns)
-        grid_compact(
-            self.cells, self.head, self.count, old.capacity, new.capacity, old.bounds, left, right
+        moved = grid_compact(
+            self.cells, self.head, self.count, old.capacity, new.capacity, old.bounds
         )
+        for side in (0, 1):
+            mine = moved[0] == side
+            before, after = moved[1, mine], moved[2, mine]
+            for column in self.columns[side]:
+                column[after] = column[before]  # the right side is read whole first
         self.carried += 1
         return self
 
