@@ -612,7 +612,9 @@ def change_sources(
     if not try_lock(meta):
         return BUSY
     status = OK if sources[by, S_ACTIVE] == 1 else REFUSED
-    if status == OK and add and sources[by, S_DONE] == 1:
+    # A source at TS_MAX (ended, or an id added again after it ended) leaves no later ts
+    # for a lower id to start at: its nodes would precede ``by``'s, ready ones included.
+    if status == OK and add and (sources[by, S_DONE] == 1 or sources[by, S_FRONTIER] == TS_MAX):
         status = E_CLOSED
     for i in ids:
         if (sources[i, S_ACTIVE] == 1) == add:

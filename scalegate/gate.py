@@ -434,7 +434,8 @@ class ElasticScaleGate:
         id was added. O(|ids| (S L + log d)).
 
         Raises:
-            ValueError: ``by_source`` has ended.
+            ValueError: ``by_source`` has ended, or stands at ``TS_MAX`` (an id added again
+                after it ended): no later ts is left for a new source to start at.
 
         """
         return self._change_sources(new_source_ids, by_source, add=True)
@@ -465,7 +466,7 @@ class ElasticScaleGate:
             _backoff(attempt)
             attempt += 1
         if status == E_CLOSED:
-            msg = f"source {by_s} has ended (watermark {TS_MAX}); it cannot add sources"
+            msg = f"source {by_s} has ended (its frontier is {TS_MAX}); it cannot add sources"
             raise ValueError(msg)
         return bool(status == 0)
 

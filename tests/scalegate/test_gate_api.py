@@ -50,6 +50,27 @@ def test_end_watermark_flushes_everything_and_readers_get_watermarks() -> None:
         gate.add_tuple(0, TS_MAX)
 
 
+def test_an_id_added_again_after_its_end_cannot_add_sources() -> None:
+    """An ended source added again stands at TS_MAX: no later ts for a lower id to start at.
+
+    Found by the model test: source 1 ended, was removed and added again (by source 2), and
+    then added source 0, whose DUMMY at (TS_MAX, 0) went in from source 1's handle, after
+    source 1's own nodes at TS_MAX: the list fell out of order.
+    """
+    gate = ElasticScaleGate([0, 1, 2], [], capacity=16, max_sources=4, block=False)
+    gate.add_watermark(1, TS_MAX)
+    gate.add_batch(0, [0, 0], [1, 2])
+    assert gate.remove_sources([0, 1], 0)
+    gate.add_batch(2, [0], [3])
+    assert gate.add_sources([1], 2)  # source 1 again, at TS_MAX: never below its end
+    with pytest.raises(ValueError, match="source 1 has ended"):
+        gate.add_sources([0], 1)
+    assert gate.sources == frozenset({1, 2})
+    gate._check()
+    assert gate.add_sources([0], 2)  # from a source that has not ended, as before
+    gate._check()
+
+
 def test_control_sits_at_the_sources_last_ts_after_its_last_tuple() -> None:
     gate = ElasticScaleGate([0], [0], capacity=64, max_sources=4)
     gate.add_tuple(0, 7, 1)

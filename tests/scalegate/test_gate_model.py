@@ -113,7 +113,7 @@ class Model:
     def change_sources(self, ids: list[int], by: int, add: bool) -> type[Exception] | bool:
         if by not in self.active or any((i in self.active) == add for i in ids):
             return False
-        if add and by in self.done:
+        if add and (by in self.done or self.frontier[by] == TS_MAX):
             return ValueError
         for i in ids:
             if add:
