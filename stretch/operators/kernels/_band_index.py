@@ -659,45 +659,25 @@ def grid_compact(
     old_capacity: int,
     new_capacity: int,
     old_bounds: NDArray[np.int64],
-) -> NDArray[np.int64]:
+) -> None:
     """Keep a grid in step with its stores compacted into slots of ``new_capacity``.
 
     A compaction (``_Slab.gather`` of a slab into itself) copies each slot's live tuples,
     positions ``old_bounds[s, 2 * side]`` to ``old_bounds[s, 2 * side + 1]`` of
-    ``old_capacity``, to the start of the slot. Each entry ``s * old_capacity + p`` becomes
-    ``s * new_capacity + p - head``; entries of tuples that expired (not dropped yet:
-    expiry drops a cell's head lazily) are dropped, the rest keep their order at the
-    cell's head. O(entries), no sort: each cell then holds what ``grid_build`` would put
-    in it over the compacted stores, in that order. Returns the entries that moved in
-    their cell, ``(side, from, to)`` per column, as indices ``c * cells.shape[2] + e`` of
-    the grid's copies of the predicate's columns, which the caller moves (any column
-    types: this kernel compiles once for every join).
+    ``old_capacity``, to the start of the slot. Each cell first drops its expired entries
+    (``_purge``: they are at its head), then each entry ``s * old_capacity + p`` becomes
+    ``s * new_capacity + p - head`` where it lies, so the entries' copies of the
+    predicate's columns stay as they are. O(entries), no sort: each cell then holds what
+    ``grid_build`` would put in it over the compacted stores, in that order.
     """
     mask = cells.shape[2] - 1
-    width = cells.shape[2]
-    moved = np.empty((3, cells.size), dtype=np.int64)
-    n = 0
     for side in range(2):
         for c in range(cells.shape[1]):
-            head = cell_head[side, c]
-            kept = 0
+            _purge(cells, cell_head, cell_count, side, c, old_bounds, old_capacity)
             for i in range(cell_count[side, c]):
-                e = (head + i) & mask
-                s = cells[side, c, e] // old_capacity
-                p = cells[side, c, e] - s * old_capacity
-                first = old_bounds[s, 2 * side]
-                if p < first:  # expired before the compaction
-                    continue
-                to = (head + kept) & mask
-                cells[side, c, to] = s * new_capacity + p - first
-                if to != e:
-                    moved[0, n] = side
-                    moved[1, n] = c * width + e
-                    moved[2, n] = c * width + to
-                    n += 1
-                kept += 1
-            cell_count[side, c] = kept
-    return moved[:, :n]
+                e = (cell_head[side, c] + i) & mask
+                s, p = _entry(cells[side, c, e], old_capacity)
+                cells[side, c, e] = s * new_capacity + p - old_bounds[s, 2 * side]
 
 
 @njit(nogil=True, cache=True)

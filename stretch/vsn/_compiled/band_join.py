@@ -245,14 +245,7 @@ class _Grid:
 
     def carry(self, old: _Slab, new: _Slab) -> _Grid:
         """Move the grid from ``old`` to its compacted copy ``new`` (``grid_compact``)."""
-        moved = grid_compact(
-            self.cells, self.head, self.count, old.capacity, new.capacity, old.bounds
-        )
-        for side in (0, 1):
-            mine = moved[0] == side
-            before, after = moved[1, mine], moved[2, mine]
-            for column in self.columns[side]:
-                column[after] = column[before]  # the right side is read whole first
+        grid_compact(self.cells, self.head, self.count, old.capacity, new.capacity, old.bounds)
         self.carried += 1
         return self
 
@@ -381,11 +374,10 @@ class _Slab:
             return self
         mine = {key: (self, s) for s, key in enumerate(self.slot_keys.tolist())}
         grid = self.grid
-        carry = grid is not None and keep is not False and grid.carried < CARRIED_COMPACTIONS
-        new = _Slab.gather(self.slot_keys, self.dtypes, mine, extra, self.band, keep, not carry)
-        if carry:
-            assert grid is not None
-            new.grid = grid.carry(self, new)
+        if grid is None or keep is False or grid.carried >= CARRIED_COMPACTIONS:
+            return _Slab.gather(self.slot_keys, self.dtypes, mine, extra, self.band, keep)
+        new = _Slab.gather(self.slot_keys, self.dtypes, mine, extra, self.band, grid=False)
+        new.grid = grid.carry(self, new)
         return new
 
 
