@@ -110,8 +110,11 @@ def output_schema(options: ReaderOptions) -> StructType:
     """
     with options.shards() as client:
         shard = client.shards[0]
-        start = int(shard.status(options.operator)["output"]["start_offset"])
-        table, _ = shard.output(options.operator, start, max_rows=1)
+        # At the log's end, not its start: after a restart the sidecar re-applies a
+        # commit as its rows come back and trims them, so the start may be gone by the
+        # time the rows are asked for; the end is never trimmed past.
+        end = int(shard.status(options.operator)["output"]["end_offset"])
+        table, _ = shard.output(options.operator, end, max_rows=1)
     fields = []
     for field in table.schema:
         if field.name == CAUSE:
