@@ -118,7 +118,8 @@ def _operator_replays(folder: Path, name: str, params: Mapping[str, str]) -> lis
         left, right = tables
         skewed = [_all_equal(left, band.left[0]), _all_equal(right, band.right[0])]
     _write_layouts(folder, {f"{name}-{i}": table for i, table in enumerate(tables)})
-    _write_layouts(folder, {f"{name}-skew-{i}": table for i, table in enumerate(skewed)})
+    skew = {f"{name}-skew-{i}": table for i, table in enumerate(skewed)}
+    _write_layouts(folder, skew, parts=False)
 
     def replay(stem: str, layout: str = "") -> list[str]:
         paths = [folder / f"{stem}-{i}{layout}.parquet" for i in range(len(tables))]
@@ -165,11 +166,11 @@ def _replays(folder: Path) -> list[list[str]]:
         "sj_r": sj_r,
         "trades": generate.hedge(2000, 1000.0, seed=1)[0],
         "tweets": generate.tweets(500, 1000.0, seed=1)[0],
-        # every x and a equal: the band index drops its grid (the skewed path's kernels)
-        "skew_l": _all_equal(sj_l, "x"),
-        "skew_r": _all_equal(sj_r, "a"),
     }
     _write_layouts(folder, inputs)
+    # every x and a equal: the band index drops its grid (the skewed path's kernels)
+    skew = {"skew_l": _all_equal(sj_l, "x"), "skew_r": _all_equal(sj_r, "a")}
+    _write_layouts(folder, skew, parts=False)
     out = str(folder / "out.parquet")
     commands = [
         ["replay", "--output", out, "scalejoin"]
@@ -206,16 +207,18 @@ def _replays(folder: Path) -> list[list[str]]:
     return commands
 
 
-def _write_layouts(folder: Path, inputs: Mapping[str, pa.Table]) -> None:
+def _write_layouts(folder: Path, inputs: Mapping[str, pa.Table], *, parts: bool = True) -> None:
     """Write each input as ``NAME.parquet``, one batch, and ``NAME.parts.parquet``, four.
 
     The runtime joins the batches of the second, and Numba compiles a kernel apart for
     arrays it may write and for read-only ones (Arrow's), so both layouts reach kernels
-    that one alone does not.
+    that one alone does not. ``parts=False``: the first layout only.
     """
     for name, table in inputs.items():
         write_table(table, folder / f"{name}.parquet")
-        pq.write_table(table, folder / f"{name}.parts.parquet", row_group_size=table.num_rows // 4)
+        if parts:
+            rows = table.num_rows // 4
+            pq.write_table(table, folder / f"{name}.parts.parquet", row_group_size=rows)
 
 
 def _all_equal(table: pa.Table, column: str) -> pa.Table:
