@@ -778,6 +778,11 @@ def _columns_of(schema: pa.Schema, path: str) -> str:
                 f"{path}: column {field.name!r} has type {field.type}, which forward cannot "
                 f"carry (it carries {', '.join(t.value for t in ColumnType)} columns)"
             )
+            if pa.types.is_null(dtype):
+                msg += (
+                    "; the column holds no value, so its type is unknown: give the file at "
+                    "least one row with a value, or use a typed format (Parquet, Arrow)"
+                )
             raise InputError(msg)
         kinds.append(f"{field.name}:{kind.value}")
     if not kinds:

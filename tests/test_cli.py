@@ -246,6 +246,14 @@ def test_forward_names_the_file_of_a_column_it_cannot_carry(tmp_path: Path) -> N
         stretch("replay", "forward", "--input", str(binary)), str(binary), "type binary"
     )
     assert_clean_error(stretch("replay", "forward", "--input", str(only_ts)), "no column besides")
+    header_only = tmp_path / "h.csv"
+    header_only.write_text("ts,v\n")  # no row: the type of v cannot be told
+    assert_clean_error(
+        stretch("replay", "forward", "--input", str(header_only)),
+        str(header_only),
+        "type null",
+        "holds no value, so its type is unknown",
+    )
     assert_clean_error(
         stretch("replay", "forward", "--input", str(only_ts), "--param", "columns=v:foo"),
         "columns: 'v' has type 'foo', not one of int, float, bool, str",

@@ -37,8 +37,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import unquote, urlparse
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -622,6 +625,25 @@ def micro_batches(count: int) -> str:
 
 
 def read_output(spark: SparkSession, directory: Path) -> pa.Table:
-    """The pipeline's output directory as a pyarrow table in output order (no ``offset``)."""
-    table = spark.read.parquet(str(directory)).orderBy(OFFSET).toArrow()
-    return table.drop_columns([OFFSET])
+    """The pipeline's output directory as a pyarrow table in output order (no ``offset``).
+
+    Spark names the files its sink committed (a streaming sink's log, ``_spark_metadata``,
+    leaves out those of a failed micro-batch); they are read here and ordered by
+    ``offset``, without a Spark job (a global sort in Spark took 3 s for 800,000 rows).
+    """
+    frame = spark.read.parquet(str(directory))
+    files = [_local_path(uri) for uri in frame.inputFiles()]
+    if not files:
+        return frame.toArrow().drop_columns([OFFSET])
+    table = pa.concat_tables([pq.read_table(file) for file in files])
+    order = np.argsort(table.column(OFFSET).to_numpy(), kind="stable")
+    return table.take(pa.array(order)).drop_columns([OFFSET])
+
+
+def _local_path(uri: str) -> str:
+    """The path of a ``file:`` URI as Spark gives it (percent-encoded)."""
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("", "file"):
+        msg = f"the pipeline's output is read from local files, not {uri!r}"
+        raise InputError(msg)
+    return unquote(parsed.path)
