@@ -380,20 +380,46 @@ class StretchBatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
-        """Read tasks over the rows the log holds now (sharded: final merged rows, one task)."""
+        """Read tasks over the rows the log holds now (sharded: final merged rows, one task).
+
+        They start at the committed offset, not at ``start_offset``: after a restart the
+        rows before a commit come back and are trimmed as they come.
+        """
         if self.options.sharded:
             with self.options.shards() as sharded:
                 available = sharded.available(self.options.operator)
             return [CutRange(_shard_starts(self.options).shards, available.shards)]
         with self.options.client() as client:
             output = client.status(self.options.operator)["output"]
-        start, end = int(output["start_offset"]), int(output["end_offset"])
+        start, end = int(output["committed_offset"]), int(output["end_offset"])
+        end = max(start, end)  # a commit beyond the end: nothing to read yet
         # An empty log still needs one (empty) task for Spark to plan the read.
         return _ranges(start, end, self.options.rows_per_partition) or [OffsetRange(start, end)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """The rows of one read task (runs on an executor)."""
+        """The rows of one read task (runs on an executor).
+
+        Raises:
+            StretchError: a streaming query committed (trimmed) rows of this task after
+                the read was planned; the message says so.
+
+        """
         if isinstance(partition, CutRange):
             return _read_cuts(self.options, self.schema, partition)
         assert isinstance(partition, OffsetRange)
-        return _read(self.options, self.schema, partition)
+        return self._read_untrimmed(partition)
+
+    def _read_untrimmed(self, part: OffsetRange) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from _read(self.options, self.schema, part)
+        except ServiceError as exc:
+            with self.options.client() as client:
+                start = int(client.status(self.options.operator)["output"]["start_offset"])
+            if start <= part.start:
+                raise
+            msg = (
+                f"batch read of {self.options.operator!r}: offsets {part.start}..{part.end} "
+                f"were planned, but a reader committed the log up to {start} since (committed "
+                "rows are trimmed); read again for what the log holds now"
+            )
+            raise StretchError(msg) from exc

@@ -20,7 +20,7 @@ from stretch.client import StretchClient
 from stretch.errors import StretchError
 from stretch.spark import reader as reader_module
 from stretch.spark.options import ReaderOptions
-from stretch.spark.reader import StretchStreamReader, output_schema
+from stretch.spark.reader import StretchBatchReader, StretchStreamReader, output_schema
 from tests.spark.conftest import TIMEOUT_S, TOKEN, wait_output_finished
 
 FORWARD = {"columns": "v:int", "inputs": 1}
@@ -130,3 +130,46 @@ def test_the_schema_is_read_where_no_commit_can_trim_it(
         ReaderOptions.parse({"url": sidecar, "operator": "trimmed", "token": TOKEN})
     )
     assert schema.fieldNames() == ["ts", "v", "offset"]
+
+
+def batch_reader(sidecar: str, name: str) -> StretchBatchReader:
+    options = ReaderOptions.parse({"url": sidecar, "operator": name, "token": TOKEN})
+    return StretchBatchReader(options, output_schema(options))
+
+
+def test_a_batch_read_returns_the_uncommitted_rows_with_their_offsets(
+    sidecar: str, client: StretchClient
+) -> None:
+    client.create_operator("batch", "forward", FORWARD)
+    client.add_batch("batch", 0, rows(np.arange(0, 250)), batch_id=0)
+    client.close_source("batch", 0)
+    wait_output_finished(client, "batch")
+    client.commit("batch", 30)
+    options = ReaderOptions.parse(
+        {"url": sidecar, "operator": "batch", "token": TOKEN, "rowsPerPartition": "100"}
+    )
+    reader = StretchBatchReader(options, output_schema(options))
+    parts = reader.partitions()
+    assert [(p.start, p.end) for p in parts] == [(30, 130), (130, 230), (230, 250)]
+    table = pa.Table.from_batches([b for part in parts for b in reader.read(part)])
+    assert table.column("offset").to_pylist() == list(range(30, 250))
+    assert table.column("v").to_pylist() == list(range(30, 250))
+    assert client.status("batch")["output"]["committed_offset"] == 30  # commits nothing
+
+
+def test_a_batch_read_whose_rows_were_committed_since_it_was_planned_says_so(
+    sidecar: str, client: StretchClient
+) -> None:
+    client.create_operator("batch-trimmed", "forward", FORWARD)
+    client.add_batch("batch-trimmed", 0, rows(np.arange(0, 20)), batch_id=0)
+    client.close_source("batch-trimmed", 0)
+    wait_output_finished(client, "batch-trimmed")
+    reader = batch_reader(sidecar, "batch-trimmed")
+    (part,) = reader.partitions()
+    client.commit("batch-trimmed", 12)  # a streaming query's commit, after the planning
+    with pytest.raises(
+        StretchError,
+        match=r"offsets 0\.\.20 were planned, but a reader "
+        r"committed the log up to 12 since .* read again",
+    ):
+        list(reader.read(part))

@@ -2,7 +2,8 @@
 
 Each source's rows arrive in micro-batches of three partitions spread round robin, so
 the partitions of a batch overlap in ``ts``; the output read back through the streaming
-reader must equal ``run_sn`` row for row, and a second run must give identical output.
+reader must equal ``run_sn`` row for row, a batch read before it the same rows, and a second
+run identical output.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from stretch import build, generate, run_sn
 from stretch.client import StretchClient
 from tests.spark.conftest import (
+    TOKEN,
     finish,
     read_output,
     stream_into,
@@ -69,8 +71,18 @@ def run_through_spark(
         client.close_source(name, source)
     status = wait_output_finished(client, name)
     assert [s["tuples_in"] for s in status["sources"]] == [t.num_rows for t in tables]
+    batch = (  # commits nothing: the streaming read below reads every row again
+        spark.read.format("stretch")  # type: ignore[attr-defined]
+        .option("url", url)
+        .option("token", TOKEN)
+        .option("operator", name)
+        .option("rowsPerPartition", "200")
+        .load()
+        .toArrow()
+    )
     out = read_output(spark, url, name, tmp_path / f"{name}-read", max_rows=500)
     assert out.column("offset").to_pylist() == list(range(out.num_rows))
+    assert batch.sort_by("offset").equals(out)
     return out.drop_columns(["offset"])
 
 
