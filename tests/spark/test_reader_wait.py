@@ -132,23 +132,25 @@ def test_the_schema_is_read_where_no_commit_can_trim_it(
     assert schema.fieldNames() == ["ts", "v", "offset"]
 
 
-def batch_reader(sidecar: str, name: str) -> StretchBatchReader:
-    options = ReaderOptions.parse({"url": sidecar, "operator": name, "token": TOKEN})
-    return StretchBatchReader(options, output_schema(options))
+def batch_reader(sidecar: str, name: str, **options: str) -> StretchBatchReader:
+    parsed = ReaderOptions.parse({"url": sidecar, "operator": name, "token": TOKEN, **options})
+    return StretchBatchReader(parsed, output_schema(parsed))
+
+
+def finished_forward(client: StretchClient, name: str, count: int) -> None:
+    """A forward operator whose log holds ``count`` rows and is finished."""
+    client.create_operator(name, "forward", FORWARD)
+    client.add_batch(name, 0, rows(np.arange(0, count)), batch_id=0)
+    client.close_source(name, 0)
+    wait_output_finished(client, name)
 
 
 def test_a_batch_read_returns_the_uncommitted_rows_with_their_offsets(
     sidecar: str, client: StretchClient
 ) -> None:
-    client.create_operator("batch", "forward", FORWARD)
-    client.add_batch("batch", 0, rows(np.arange(0, 250)), batch_id=0)
-    client.close_source("batch", 0)
-    wait_output_finished(client, "batch")
+    finished_forward(client, "batch", 250)
     client.commit("batch", 30)
-    options = ReaderOptions.parse(
-        {"url": sidecar, "operator": "batch", "token": TOKEN, "rowsPerPartition": "100"}
-    )
-    reader = StretchBatchReader(options, output_schema(options))
+    reader = batch_reader(sidecar, "batch", rowsPerPartition="100")
     parts = reader.partitions()
     assert [(p.start, p.end) for p in parts] == [(30, 130), (130, 230), (230, 250)]
     table = pa.Table.from_batches([b for part in parts for b in reader.read(part)])
@@ -160,10 +162,7 @@ def test_a_batch_read_returns_the_uncommitted_rows_with_their_offsets(
 def test_a_batch_read_whose_rows_were_committed_since_it_was_planned_says_so(
     sidecar: str, client: StretchClient
 ) -> None:
-    client.create_operator("batch-trimmed", "forward", FORWARD)
-    client.add_batch("batch-trimmed", 0, rows(np.arange(0, 20)), batch_id=0)
-    client.close_source("batch-trimmed", 0)
-    wait_output_finished(client, "batch-trimmed")
+    finished_forward(client, "batch-trimmed", 20)
     reader = batch_reader(sidecar, "batch-trimmed")
     (part,) = reader.partitions()
     client.commit("batch-trimmed", 12)  # a streaming query's commit, after the planning
