@@ -41,6 +41,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from _args import positive_float, positive_int
 from _index_study import same_rows
 from _util import at_once, figure, interleaved, machine, medians, progress, save, write
 
@@ -153,24 +154,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--parallelism",
-        type=int,
+        type=positive_int,
         nargs="+",
         default=[m for m in (1, 2, 4, 8, 16, 32) if m <= cpus],
         help="values of m (default: powers of two up to the cores)",
     )
-    parser.add_argument("--ws", type=int, default=10_000, help="the join's WS (the band), ms")
-    parser.add_argument("--join-rows", type=int, default=200_000, help="scalejoin, per stream")
-    parser.add_argument("--join-rate", type=float, default=10_000.0, help="t/s per stream")
-    parser.add_argument("--index-rows", type=int, default=1_000_000, help="indexed, per stream")
-    parser.add_argument("--forward-rows", type=int, default=1_500_000, help="forward, per stream")
-    parser.add_argument("--forward-rate", type=float, default=100_000.0, help="t/s per stream")
+    parser.add_argument(
+        "--ws", type=positive_int, default=10_000, help="the join's WS (the band), ms"
+    )
+    parser.add_argument(
+        "--join-rows", type=positive_int, default=200_000, help="scalejoin, per stream"
+    )
+    parser.add_argument("--join-rate", type=positive_float, default=10_000.0, help="t/s per stream")
+    parser.add_argument(
+        "--index-rows", type=positive_int, default=1_000_000, help="indexed, per stream"
+    )
+    parser.add_argument(
+        "--forward-rows", type=positive_int, default=1_500_000, help="forward, per stream"
+    )
+    parser.add_argument(
+        "--forward-rate", type=positive_float, default=100_000.0, help="t/s per stream"
+    )
     parser.add_argument(
         "--workloads",
         nargs="+",
         choices=["scalejoin", "scalejoin_index", "scalejoin_band", "forward"],
         default=["scalejoin", "scalejoin_index", "scalejoin_band", "forward"],
     )
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=positive_int, default=3)
     args = parser.parse_args()
     ms = sorted(set(args.parallelism))
     if ms[0] != 1:

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from _args import positive_int
 from _util import figure, machine, progress, save, write
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -202,12 +203,14 @@ def journal_restores(lengths: list[int], batch_rows: int, work: Path) -> list[di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=2_000_000, help="rows per ingest run")
-    parser.add_argument("--batch-rows", type=int, default=10_000)
-    parser.add_argument("--clients", type=int, default=4, help="concurrent pushers")
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=4, help="checkpoint sizes measured")
-    parser.add_argument("--step-rows", type=int, default=400_000, help="rows added per step")
+    parser.add_argument("--rows", type=positive_int, default=2_000_000, help="rows per ingest run")
+    parser.add_argument("--batch-rows", type=positive_int, default=10_000)
+    parser.add_argument("--clients", type=positive_int, default=4, help="concurrent pushers")
+    parser.add_argument("--runs", type=positive_int, default=3)
+    parser.add_argument("--steps", type=positive_int, default=4, help="checkpoint sizes measured")
+    parser.add_argument(
+        "--step-rows", type=positive_int, default=400_000, help="rows added per step"
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     args = parser.parse_args()
     if args.quick:

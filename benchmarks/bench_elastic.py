@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from _args import non_negative_int, positive_float, positive_int
 from _elastic import Run, latency_stats, measured_run
 from _elastic_load import calibrate, cv_percent, phased_scalejoin, trading_day, warm_up
 from _elastic_plots import plot_autoscaled, plot_q4
@@ -402,23 +403,38 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few seconds per experiment")
     parser.add_argument("--output", type=Path, default=RESULTS, help="directory for JSON/PNG")
     cores = len(os.sched_getaffinity(0))
-    parser.add_argument("--max-parallelism", type=int, default=cores, help="n (the cores)")
+    parser.add_argument("--max-parallelism", type=positive_int, default=cores, help="n (the cores)")
     parser.add_argument(
-        "--ws-ms", type=int, default=None, help="ScaleJoin WS for q4 and q5 (8000; --quick 2000)"
+        "--ws-ms",
+        type=positive_int,
+        default=None,
+        help="ScaleJoin WS for q4 and q5 (8000; --quick 2000)",
     )
-    parser.add_argument("--q4-settle-s", type=float, default=2.0, help="q4: after the window fills")
-    parser.add_argument("--q4-after-s", type=float, default=8.0, help="q4: after the rate switch")
-    parser.add_argument("--duration-s", type=float, default=90.0, help="q5 and q6 input length")
-    parser.add_argument("--q6-ws-ms", type=int, default=None, help="hedge WS (default: scaled)")
-    parser.add_argument("--q6-mean-rate", type=float, default=1250.0, help="q6 mean trades/s")
-    parser.add_argument("--q6-peak-rate", type=float, default=4000.0, help="q6 peak trades/s")
-    parser.add_argument("--q6-seed", type=int, default=3)
-    parser.add_argument("--period-ms", type=int, default=500, help="autoscaler period")
-    parser.add_argument("--tick-ms", type=float, default=2.0, help="feeder period")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--q4-settle-s", type=positive_float, default=2.0, help="q4: after the window fills"
+    )
+    parser.add_argument(
+        "--q4-after-s", type=positive_float, default=8.0, help="q4: after the rate switch"
+    )
+    parser.add_argument(
+        "--duration-s", type=positive_float, default=90.0, help="q5 and q6 input length"
+    )
+    parser.add_argument(
+        "--q6-ws-ms", type=positive_int, default=None, help="hedge WS (default: scaled)"
+    )
+    parser.add_argument(
+        "--q6-mean-rate", type=positive_float, default=1250.0, help="q6 mean trades/s"
+    )
+    parser.add_argument(
+        "--q6-peak-rate", type=positive_float, default=4000.0, help="q6 peak trades/s"
+    )
+    parser.add_argument("--q6-seed", type=non_negative_int, default=3)
+    parser.add_argument("--period-ms", type=positive_int, default=500, help="autoscaler period")
+    parser.add_argument("--tick-ms", type=positive_float, default=2.0, help="feeder period")
+    parser.add_argument("--seed", type=non_negative_int, default=1)
     parser.add_argument(
         "--check-comparisons",
-        type=float,
+        type=positive_float,
         default=2e7,
         help="run_sn budget: the input prefix checked costs at most this many comparisons",
     )

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from _args import positive_float, positive_int
 from _util import figure, interleaved, machine, medians, percentiles, progress, save, write
 
 from scalegate import DATA, TS_MAX, ElasticScaleGate
@@ -186,13 +187,15 @@ def replay(files: list[str], m: int, rows: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rows", type=int, default=100_000, help="tuples per stream")
-    parser.add_argument("--rate", type=float, default=100_000.0, help="event-time t/s/stream")
-    parser.add_argument("--chunk", type=int, default=4096, help="rows per add() call")
-    parser.add_argument("--keys", type=int, default=16, help="keys of forward")
-    parser.add_argument("--parallelism", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--replay-rows", type=int, default=1_500_000, help="rows per file")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rows", type=positive_int, default=100_000, help="tuples per stream")
+    parser.add_argument(
+        "--rate", type=positive_float, default=100_000.0, help="event-time t/s/stream"
+    )
+    parser.add_argument("--chunk", type=positive_int, default=4096, help="rows per add() call")
+    parser.add_argument("--keys", type=positive_int, default=16, help="keys of forward")
+    parser.add_argument("--parallelism", type=positive_int, nargs="+", default=[1, 2])
+    parser.add_argument("--replay-rows", type=positive_int, default=1_500_000, help="rows per file")
+    parser.add_argument("--runs", type=positive_int, default=3)
     args = parser.parse_args()
     result: dict[str, object] = {"args": vars(args), "machine": machine()}
     tables = streams(args.rows, args.rate)

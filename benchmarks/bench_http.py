@@ -32,6 +32,7 @@ CAPACITY = [1 << 16]
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._args import positive_int  # noqa: E402
 from stretch import build, generate  # noqa: E402
 from stretch.client import StretchClient  # noqa: E402
 from stretch.vsn import setup  # noqa: E402
@@ -180,20 +181,23 @@ def main() -> None:
     )
     parser.add_argument("--operators", nargs="+", default=list(OPERATORS), choices=OPERATORS)
     parser.add_argument(
-        "--rows", type=int, default=100_000, help="tuples per source for forward (default 100000)"
+        "--rows",
+        type=positive_int,
+        default=100_000,
+        help="tuples per source for forward (default 100000)",
     )
     parser.add_argument(
         "--join-rows",
-        type=int,
+        type=positive_int,
         default=20_000,
         help="tuples per source for scalejoin (default 20000)",
     )
-    parser.add_argument("--batch", type=int, default=10_000, help="rows per batch")
-    parser.add_argument("--runs", type=int, default=3, help="timed runs after the warm-up")
-    parser.add_argument("--parallelism", type=int, default=1)
+    parser.add_argument("--batch", type=positive_int, default=10_000, help="rows per batch")
+    parser.add_argument("--runs", type=positive_int, default=3, help="timed runs after the warm-up")
+    parser.add_argument("--parallelism", type=positive_int, default=1)
     parser.add_argument(
         "--capacity",
-        type=int,
+        type=positive_int,
         default=1 << 16,
         help="ESG_in nodes; above the rows sent, ingest never waits on processing",
     )

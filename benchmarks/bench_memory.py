@@ -28,6 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from _args import positive_int
 from _util import figure, machine, progress, save, write
 
 from stretch.generate import tweets
@@ -95,12 +96,14 @@ def run_case(bound_mib: int | None, args: argparse.Namespace) -> list[dict[str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tweets", type=int, default=3_000_000, help="tweets in all")
-    parser.add_argument("--batch", type=int, default=20_000, help="tweets per add")
-    parser.add_argument("--every", type=int, default=200_000, help="tweets between samples")
-    parser.add_argument("--wa", type=int, default=1_000, help="WA in ms")
-    parser.add_argument("--ws", type=int, default=10_000, help="WS in ms")
-    parser.add_argument("--bound-mib", type=int, default=64, help="the compaction bound")
+    parser.add_argument("--tweets", type=positive_int, default=3_000_000, help="tweets in all")
+    parser.add_argument("--batch", type=positive_int, default=20_000, help="tweets per add")
+    parser.add_argument(
+        "--every", type=positive_int, default=200_000, help="tweets between samples"
+    )
+    parser.add_argument("--wa", type=positive_int, default=1_000, help="WA in ms")
+    parser.add_argument("--ws", type=positive_int, default=10_000, help="WS in ms")
+    parser.add_argument("--bound-mib", type=positive_int, default=64, help="the compaction bound")
     parser.add_argument("--case", choices=["compaction", "none"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case is not None:  # one case, in this process: samples as JSON on stdout

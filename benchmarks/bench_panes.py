@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
+from _args import positive_float, positive_int
 from _util import figure, interleaved, machine, medians, progress, save, write
 from onethread_panes import count, tokenize, wordcount
 
@@ -67,13 +68,13 @@ def run_pipeline(op: OPlus, table: pa.Table, m: int, chunk: int) -> pa.Table:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rows", type=int, default=100_000, help="tweets")
-    parser.add_argument("--rate", type=float, default=1000.0, help="event-time tweets/s")
-    parser.add_argument("--wa", type=int, default=1000, help="window advance WA, ms")
-    parser.add_argument("--ws", type=int, default=60_000, help="window size WS, ms")
-    parser.add_argument("--chunk", type=int, default=4096, help="rows per add() call")
-    parser.add_argument("--parallelism", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rows", type=positive_int, default=100_000, help="tweets")
+    parser.add_argument("--rate", type=positive_float, default=1000.0, help="event-time tweets/s")
+    parser.add_argument("--wa", type=positive_int, default=1000, help="window advance WA, ms")
+    parser.add_argument("--ws", type=positive_int, default=60_000, help="window size WS, ms")
+    parser.add_argument("--chunk", type=positive_int, default=4096, help="rows per add() call")
+    parser.add_argument("--parallelism", type=positive_int, nargs="+", default=[1, 2])
+    parser.add_argument("--runs", type=positive_int, default=3)
     args = parser.parse_args()
 
     (table,) = tweets(args.rows, args.rate, seed=1)

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from _args import positive_float, positive_int
 from _util import figure, machine, percentiles, progress, save, write
 
 from stretch.generate import scalejoin
@@ -138,18 +139,20 @@ def one_run(args: argparse.Namespace, steps: int, fill_s: float) -> dict[str, An
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--max-parallelism", type=int, default=2, help="n")
-    parser.add_argument("--rate", type=float, default=2000.0, help="t/s per stream")
-    parser.add_argument("--ws", type=int, default=5000, help="window size in ms")
-    parser.add_argument("--keys", type=int, default=16, help="K of ScaleJoin (>= n)")
-    parser.add_argument("--tick-ms", type=float, default=1.0, help="feeder period")
-    parser.add_argument("--fill-s", type=float, default=3.0, help="input before reconfiguring")
-    parser.add_argument("--steps", type=int, default=40, help="reconfigurations per run")
-    parser.add_argument("--interval-ms", type=float, default=60.0, help="pause after each")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--max-parallelism", type=positive_int, default=2, help="n")
+    parser.add_argument("--rate", type=positive_float, default=2000.0, help="t/s per stream")
+    parser.add_argument("--ws", type=positive_int, default=5000, help="window size in ms")
+    parser.add_argument("--keys", type=positive_int, default=16, help="K of ScaleJoin (>= n)")
+    parser.add_argument("--tick-ms", type=positive_float, default=1.0, help="feeder period")
+    parser.add_argument(
+        "--fill-s", type=positive_float, default=3.0, help="input before reconfiguring"
+    )
+    parser.add_argument("--steps", type=positive_int, default=40, help="reconfigurations per run")
+    parser.add_argument("--interval-ms", type=positive_float, default=60.0, help="pause after each")
+    parser.add_argument("--runs", type=positive_int, default=3)
     parser.add_argument(
         "--switch-interval-ms",
-        type=float,
+        type=positive_float,
         default=None,
         help="sys.setswitchinterval for the run (default: Python's, 5 ms)",
     )

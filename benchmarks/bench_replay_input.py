@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from _args import non_negative_float, positive_int
 from _util import machine, peaks_and_walls, plot_peaks_and_walls, write
 from onethread_merge import row_groups
 
@@ -121,12 +122,12 @@ def run_size(rows: int, runs: int, late: float) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--rows", type=int, nargs="+", default=[1_500_000, 5_000_000, 15_000_000],
+        "--rows", type=positive_int, nargs="+", default=[1_500_000, 5_000_000, 15_000_000],
         help="rows per input file, one size each",
     )  # fmt: skip
-    parser.add_argument("--runs", type=int, default=3, help="runs of each case per size")
+    parser.add_argument("--runs", type=positive_int, default=3, help="runs of each case per size")
     parser.add_argument(
-        "--late", type=float, default=0.0,
+        "--late", type=non_negative_float, default=0.0,
         help="share of each file's rows out of ts order (default 0: sorted files)",
     )  # fmt: skip
     args = parser.parse_args()

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from _args import positive_int
 from _util import machine, peaks_and_walls, plot_peaks_and_walls, write
 
 from stretch.generate import scalejoin
@@ -90,10 +91,10 @@ def run_size(rows: int, runs: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--rows", type=int, nargs="+", default=[50_000, 100_000, 200_000, 400_000],
+        "--rows", type=positive_int, nargs="+", default=[50_000, 100_000, 200_000, 400_000],
         help="tuples per side, one size each",
     )  # fmt: skip
-    parser.add_argument("--runs", type=int, default=3, help="runs of each case per size")
+    parser.add_argument("--runs", type=positive_int, default=3, help="runs of each case per size")
     args = parser.parse_args()
     result: dict[str, Any] = {"args": vars(args), "machine": machine(), "sizes": []}
     for rows in args.rows:

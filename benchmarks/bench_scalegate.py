@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from _args import positive_int
 from _util import machine, progress, write
 from numba import njit
 from numpy.typing import NDArray
@@ -182,12 +183,14 @@ def measure(mode: str, streams: list[tuple[I64, I64]], readers: int, args: Any) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tuples", type=int, default=200_000, help="tuples per source")
-    parser.add_argument("--tuple-tuples", type=int, default=20_000, help="per source, esg-tuple")
-    parser.add_argument("--batch", type=int, default=1024, help="tuples per add_batch")
-    parser.add_argument("--runs", type=int, default=3, help="timed runs per configuration")
-    parser.add_argument("--sources", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--readers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--tuples", type=positive_int, default=200_000, help="tuples per source")
+    parser.add_argument(
+        "--tuple-tuples", type=positive_int, default=20_000, help="per source, esg-tuple"
+    )
+    parser.add_argument("--batch", type=positive_int, default=1024, help="tuples per add_batch")
+    parser.add_argument("--runs", type=positive_int, default=3, help="timed runs per configuration")
+    parser.add_argument("--sources", type=positive_int, nargs="+", default=[1, 2])
+    parser.add_argument("--readers", type=positive_int, nargs="+", default=[1, 2, 4])
     args = parser.parse_args()
 
     warm = make_streams(2, 5000, seed=0)

@@ -45,6 +45,7 @@ from typing import Any
 import _index_study
 import pyarrow as pa
 import pyarrow.parquet as pq
+from _args import positive_float, positive_int
 from _util import at_once, figure, interleaved, machine, medians, progress, save, write
 from onethread_scalejoin import join
 
@@ -148,25 +149,38 @@ def report(name: str, found: dict[str, Any], ms: list[int]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--operator", choices=["scalejoin", "hedge"], default="scalejoin")
-    parser.add_argument("--rows", type=int, default=200_000, help="tuples per stream")
+    parser.add_argument("--rows", type=positive_int, default=200_000, help="tuples per stream")
     parser.add_argument(
-        "--rate", type=float, default=10_000.0, help="tuples/s per stream (200k: ts over 20 s)"
+        "--rate",
+        type=positive_float,
+        default=10_000.0,
+        help="tuples/s per stream (200k: ts over 20 s)",
     )
-    parser.add_argument("--ws", type=int, default=10_000, help="window size (the band) in ms")
-    parser.add_argument("--keys", type=int, default=16, help="K (the catalog's default: 16)")
-    parser.add_argument("--parallelism", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--ws", type=positive_int, default=10_000, help="window size (the band) in ms"
+    )
+    parser.add_argument(
+        "--keys", type=positive_int, default=16, help="K (the catalog's default: 16)"
+    )
+    parser.add_argument("--parallelism", type=positive_int, nargs="+", default=[1, 2])
+    parser.add_argument("--runs", type=positive_int, default=3)
     parser.add_argument(
         "--study", choices=["q3", "index"], default="q3", help="Q3 (nested loop) or the index"
     )
     parser.add_argument(
-        "--windows", type=int, nargs="+", default=[1000, 10_000, 60_000], help="WS (index)"
+        "--windows", type=positive_int, nargs="+", default=[1000, 10_000, 60_000], help="WS (index)"
     )
     parser.add_argument(
-        "--target-rows", type=int, default=1_000_000, help="rows per stream (index targets)"
+        "--target-rows",
+        type=positive_int,
+        default=1_000_000,
+        help="rows per stream (index targets)",
     )
     parser.add_argument(
-        "--target-rate", type=float, default=10_000.0, help="tuples/s per stream (index targets)"
+        "--target-rate",
+        type=positive_float,
+        default=10_000.0,
+        help="tuples/s per stream (index targets)",
     )
     args = parser.parse_args()
     if args.study == "index":

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from _args import positive_float, positive_int
 from _util import figure, machine, progress, save, write
 
 from stretch import generate
@@ -105,12 +106,14 @@ def measure(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=60_000, help="ScaleJoin tuples per stream")
-    parser.add_argument("--rate", type=float, default=2_000.0, help="tuples/s per stream")
-    parser.add_argument("--ws-ms", type=int, default=10_000)
-    parser.add_argument("--tweets", type=int, default=200_000, help="wordcount tweets")
+    parser.add_argument(
+        "--rows", type=positive_int, default=60_000, help="ScaleJoin tuples per stream"
+    )
+    parser.add_argument("--rate", type=positive_float, default=2_000.0, help="tuples/s per stream")
+    parser.add_argument("--ws-ms", type=positive_int, default=10_000)
+    parser.add_argument("--tweets", type=positive_int, default=200_000, help="wordcount tweets")
     parser.add_argument("--shards", default="1,2,4", help="shard counts, comma-separated")
-    parser.add_argument("--threads", type=int, default=1, help="threads per shard")
+    parser.add_argument("--threads", type=positive_int, default=1, help="threads per shard")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     args = parser.parse_args()
     if args.quick:

@@ -63,6 +63,7 @@ from pyspark.sql.datasource import (  # noqa: E402
     WriterCommitMessage,
 )
 
+from benchmarks._args import non_negative_int, positive_int  # noqa: E402
 from benchmarks._util import interleaved, machine, medians, progress, write  # noqa: E402
 from stretch.client import StretchClient  # noqa: E402
 from stretch.demo import run_demo  # noqa: E402
@@ -309,13 +310,17 @@ class Bench:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--batches", type=int, default=6, help="micro-batches per query")
-    parser.add_argument("--runs", type=int, default=3, help="timed runs per case")
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--batches", type=positive_int, default=6, help="micro-batches per query")
+    parser.add_argument("--runs", type=positive_int, default=3, help="timed runs per case")
     parser.add_argument("--master", default="local[*]", help="the Spark master")
     parser.add_argument("--output", default="spark", help="results/<OUTPUT>.json")
     parser.add_argument(
-        "--demo", type=int, default=0, metavar="N", help="also run `stretch demo` N times"
+        "--demo",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="also run `stretch demo` N times",
     )
     args = parser.parse_args()
     facts = machine()

@@ -40,6 +40,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from _args import positive_float, positive_int
 from _util import interleaved, machine, medians, write
 
 from stretch import generate
@@ -222,16 +223,16 @@ def measure(rows: int, rate: float, ws_ms: int, parts: int, runs: int) -> dict[s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 500_000])
-    parser.add_argument("--rate", type=float, default=1_000.0, help="tuples/s per stream")
-    parser.add_argument("--ws-ms", type=int, default=10_000)
-    parser.add_argument("--parts", type=int, default=10, help="part files per stream")
-    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[100_000, 500_000])
+    parser.add_argument("--rate", type=positive_float, default=1_000.0, help="tuples/s per stream")
+    parser.add_argument("--ws-ms", type=positive_int, default=10_000)
+    parser.add_argument("--parts", type=positive_int, default=10, help="part files per stream")
+    parser.add_argument("--runs", type=positive_int, default=1)
     parser.add_argument("--query", choices=["stream", "batch"], help=argparse.SUPPRESS)
     parser.add_argument("--left", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--right", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--output", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--files-per-trigger", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--files-per-trigger", type=positive_int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.query:
         spark_query(

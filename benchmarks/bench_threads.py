@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from _args import positive_int
 from _util import machine, progress, write
 
 from stretch.generate import scalejoin
@@ -94,14 +95,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--parallelism",
-        type=int,
+        type=positive_int,
         nargs="+",
         default=[m for m in (1, 2, 4, 8, 16) if m <= max(cpus, 2)],
         help="values of m (default: powers of two up to the cores, at most 16)",
     )
-    parser.add_argument("--rows", type=int, default=1_000_000, help="tuples per stream")
-    parser.add_argument("--ws", type=int, default=10_000, help="the join's WS (the band), ms")
-    parser.add_argument("--add-rows", type=int, default=65_536, help="rows per source and add")
+    parser.add_argument("--rows", type=positive_int, default=1_000_000, help="tuples per stream")
+    parser.add_argument(
+        "--ws", type=positive_int, default=10_000, help="the join's WS (the band), ms"
+    )
+    parser.add_argument(
+        "--add-rows", type=positive_int, default=65_536, help="rows per source and add"
+    )
     args = parser.parse_args()
     if not 1 <= max(args.parallelism) <= 16:
         parser.error("--parallelism: values in 1..16 (the join has K = 16 keys)")

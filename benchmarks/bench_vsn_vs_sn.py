@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from _args import positive_float, positive_int
 from _util import figure, interleaved, machine, medians, percentiles, progress, save, write
 
 from stretch.generate import tweets
@@ -148,15 +149,21 @@ def heap_peak(run: Callable[[], Any]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rows", type=int, default=500, help="tweets")
-    parser.add_argument("--rate", type=float, default=25.0, help="tweets per second (event time)")
-    parser.add_argument("--ws", type=int, default=4_000, help="window size in ms")
-    parser.add_argument("--wa", type=int, default=2_000, help="window advance in ms")
-    parser.add_argument("--parallelism", type=int, default=2)
-    parser.add_argument("--chunk", type=int, default=25, help="tuples per add()/forward burst")
-    parser.add_argument("--capacity", type=int, default=256, help="VSN gate capacity (nodes)")
+    parser.add_argument("--rows", type=positive_int, default=500, help="tweets")
+    parser.add_argument(
+        "--rate", type=positive_float, default=25.0, help="tweets per second (event time)"
+    )
+    parser.add_argument("--ws", type=positive_int, default=4_000, help="window size in ms")
+    parser.add_argument("--wa", type=positive_int, default=2_000, help="window advance in ms")
+    parser.add_argument("--parallelism", type=positive_int, default=2)
+    parser.add_argument(
+        "--chunk", type=positive_int, default=25, help="tuples per add()/forward burst"
+    )
+    parser.add_argument(
+        "--capacity", type=positive_int, default=256, help="VSN gate capacity (nodes)"
+    )
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=positive_int, default=3)
     parser.add_argument(
         "--generic", action="store_true", help="VSN runs the Python functions, not the kernels"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -839,6 +840,29 @@ def test_stretch_bench_knows_every_benchmark_script() -> None:
     scripts = Path(__file__).resolve().parents[1] / "benchmarks"
     named = {p.stem.removeprefix("bench_") for p in scripts.glob("bench_*.py")}
     assert set(BENCHMARKS) == named
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["panes", "--rows", "-5"], "argument --rows: must be > 0, got '-5'"),
+        (["forward", "--rate", "nan"], "argument --rate: must be > 0, got 'nan'"),
+        (["scalejoin", "--parallelism", "1", "0"], "argument --parallelism: must be > 0"),
+    ],
+)
+def test_bench_refuses_a_bad_number_naming_its_option(args: list[str], message: str) -> None:
+    result = stretch("bench", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_every_numeric_bench_option_is_checked() -> None:
+    """Plain ``int`` or ``float`` would let -5 or nan through to a traceback mid-run."""
+    scripts = Path(__file__).resolve().parents[1] / "benchmarks"
+    for script in scripts.glob("bench_*.py"):
+        text = script.read_text(encoding="utf-8")
+        assert not re.search(r"type=(int|float)\b", text), script.name
 
 
 def test_a_replay_does_not_import_pandas_yet_pandas_still_works(tmp_path: Path) -> None:
