@@ -41,7 +41,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _args import positive_float, positive_int
+from _args import positive_float, positive_int, prog
 from _index_study import same_rows
 from _util import at_once, figure, interleaved, machine, medians, progress, save, write
 
@@ -151,7 +151,7 @@ def plot(result: dict[str, Any], ms: list[int]) -> Path:
 
 def main() -> None:
     cpus = len(os.sched_getaffinity(0))
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog=prog(), description=__doc__)
     parser.add_argument(
         "--parallelism",
         type=positive_int,

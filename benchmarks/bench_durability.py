@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from _args import positive_int
+from _args import positive_int, prog
 from _util import figure, machine, progress, save, write
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -202,7 +202,7 @@ def journal_restores(lengths: list[int], batch_rows: int, work: Path) -> list[di
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=prog(), description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=positive_int, default=2_000_000, help="rows per ingest run")
     parser.add_argument("--batch-rows", type=positive_int, default=10_000)
     parser.add_argument("--clients", type=positive_int, default=4, help="concurrent pushers")

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from _args import non_negative_int, positive_float, positive_int
+from _args import non_negative_int, positive_float, positive_int, prog
 from _elastic import Run, latency_stats, measured_run
 from _elastic_load import calibrate, cv_percent, phased_scalejoin, trading_day, warm_up
 from _elastic_plots import plot_autoscaled, plot_q4
@@ -397,7 +397,7 @@ EXPERIMENTS = {"q4": q4, "q5": q5, "q6": q6}
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=prog(), description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--experiment", choices=("q4", "q5", "q6", "all"), default="all")
     parser.add_argument("--quick", action="store_true", help="a few seconds per experiment")

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _args import positive_float, positive_int
+from _args import positive_float, positive_int, prog
 from _util import figure, interleaved, machine, medians, percentiles, progress, save, write
 
 from scalegate import DATA, TS_MAX, ElasticScaleGate
@@ -186,7 +186,7 @@ def replay(files: list[str], m: int, rows: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog=prog(), description=__doc__)
     parser.add_argument("--rows", type=positive_int, default=100_000, help="tuples per stream")
     parser.add_argument(
         "--rate", type=positive_float, default=100_000.0, help="event-time t/s/stream"

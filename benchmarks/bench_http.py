@@ -32,7 +32,7 @@ CAPACITY = [1 << 16]
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._args import positive_int  # noqa: E402
+from benchmarks._args import positive_int, prog  # noqa: E402
 from stretch import build, generate  # noqa: E402
 from stretch.client import StretchClient  # noqa: E402
 from stretch.vsn import setup  # noqa: E402
@@ -177,7 +177,7 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=prog(), description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--operators", nargs="+", default=list(OPERATORS), choices=OPERATORS)
     parser.add_argument(

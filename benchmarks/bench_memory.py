@@ -28,7 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from _args import positive_int
+from _args import positive_int, prog
 from _util import figure, machine, progress, save, write
 
 from stretch.generate import tweets
@@ -95,7 +95,7 @@ def run_case(bound_mib: int | None, args: argparse.Namespace) -> list[dict[str, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog(), description=__doc__.splitlines()[0])
     parser.add_argument("--tweets", type=positive_int, default=3_000_000, help="tweets in all")
     parser.add_argument("--batch", type=positive_int, default=20_000, help="tweets per add")
     parser.add_argument(

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
-from _args import positive_float, positive_int
+from _args import positive_float, positive_int, prog
 from _util import figure, interleaved, machine, medians, progress, save, write
 from onethread_panes import count, tokenize, wordcount
 
@@ -67,7 +67,7 @@ def run_pipeline(op: OPlus, table: pa.Table, m: int, chunk: int) -> pa.Table:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog=prog(), description=__doc__)
     parser.add_argument("--rows", type=positive_int, default=100_000, help="tweets")
     parser.add_argument("--rate", type=positive_float, default=1000.0, help="event-time tweets/s")
     parser.add_argument("--wa", type=positive_int, default=1000, help="window advance WA, ms")

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from _args import positive_float, positive_int
+from _args import positive_float, positive_int, prog
 from _util import figure, machine, percentiles, progress, save, write
 
 from stretch.generate import scalejoin
@@ -138,7 +138,7 @@ def one_run(args: argparse.Namespace, steps: int, fill_s: float) -> dict[str, An
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog=prog(), description=__doc__)
     parser.add_argument("--max-parallelism", type=positive_int, default=2, help="n")
     parser.add_argument("--rate", type=positive_float, default=2000.0, help="t/s per stream")
     parser.add_argument("--ws", type=positive_int, default=5000, help="window size in ms")

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _args import non_negative_float, positive_int
+from _args import non_negative_float, positive_int, prog
 from _util import machine, peaks_and_walls, plot_peaks_and_walls, write
 from onethread_merge import row_groups
 
@@ -120,7 +120,7 @@ def run_size(rows: int, runs: int, late: float) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog(), description=__doc__.splitlines()[0])
     parser.add_argument(
         "--rows", type=positive_int, nargs="+", default=[1_500_000, 5_000_000, 15_000_000],
         help="rows per input file, one size each",

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _args import positive_int
+from _args import positive_int, prog
 from _util import machine, peaks_and_walls, plot_peaks_and_walls, write
 
 from stretch.generate import scalejoin
@@ -89,7 +89,7 @@ def run_size(rows: int, runs: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog(), description=__doc__.splitlines()[0])
     parser.add_argument(
         "--rows", type=positive_int, nargs="+", default=[50_000, 100_000, 200_000, 400_000],
         help="tuples per side, one size each",

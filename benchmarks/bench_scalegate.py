@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _args import positive_int
+from _args import positive_int, prog
 from _util import machine, progress, write
 from numba import njit
 from numpy.typing import NDArray
@@ -182,7 +182,7 @@ def measure(mode: str, streams: list[tuple[I64, I64]], readers: int, args: Any) 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=prog(), description=__doc__.split("\n\n")[0])
     parser.add_argument("--tuples", type=positive_int, default=200_000, help="tuples per source")
     parser.add_argument(
         "--tuple-tuples", type=positive_int, default=20_000, help="per source, esg-tuple"

@@ -45,7 +45,7 @@ from typing import Any
 import _index_study
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _args import positive_float, positive_int
+from _args import positive_float, positive_int, prog
 from _util import at_once, figure, interleaved, machine, medians, progress, save, write
 from onethread_scalejoin import join
 
@@ -147,7 +147,7 @@ def report(name: str, found: dict[str, Any], ms: list[int]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog=prog(), description=__doc__)
     parser.add_argument("--operator", choices=["scalejoin", "hedge"], default="scalejoin")
     parser.add_argument("--rows", type=positive_int, default=200_000, help="tuples per stream")
     parser.add_argument(

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from _args import positive_float, positive_int
+from _args import positive_float, positive_int, prog
 from _util import figure, machine, progress, save, write
 
 from stretch import generate
@@ -105,7 +105,7 @@ def measure(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=prog(), description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--rows", type=positive_int, default=60_000, help="ScaleJoin tuples per stream"
     )

@@ -63,7 +63,7 @@ from pyspark.sql.datasource import (  # noqa: E402
     WriterCommitMessage,
 )
 
-from benchmarks._args import non_negative_int, positive_int  # noqa: E402
+from benchmarks._args import non_negative_int, positive_int, prog  # noqa: E402
 from benchmarks._util import interleaved, machine, medians, progress, write  # noqa: E402
 from stretch.client import StretchClient  # noqa: E402
 from stretch.demo import run_demo  # noqa: E402
@@ -309,7 +309,7 @@ class Bench:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=prog(), description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=positive_int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--batches", type=positive_int, default=6, help="micro-batches per query")
     parser.add_argument("--runs", type=positive_int, default=3, help="timed runs per case")

@@ -40,7 +40,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from _args import positive_float, positive_int
+from _args import positive_float, positive_int, prog
 from _util import interleaved, machine, medians, write
 
 from stretch import generate
@@ -222,7 +222,7 @@ def measure(rows: int, rate: float, ws_ms: int, parts: int, runs: int) -> dict[s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=prog(), description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=positive_int, nargs="+", default=[100_000, 500_000])
     parser.add_argument("--rate", type=positive_float, default=1_000.0, help="tuples/s per stream")
     parser.add_argument("--ws-ms", type=positive_int, default=10_000)

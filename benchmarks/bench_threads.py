@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from _args import positive_int
+from _args import positive_int, prog
 from _util import machine, progress, write
 
 from stretch.generate import scalejoin
@@ -92,7 +92,7 @@ def _run(tables: list[Any], m: int, partition: str, ws: int, add_rows: int) -> d
 
 def main() -> None:
     cpus = len(os.sched_getaffinity(0))
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog=prog(), description=__doc__)
     parser.add_argument(
         "--parallelism",
         type=positive_int,

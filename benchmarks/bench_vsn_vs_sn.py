@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from _args import positive_float, positive_int
+from _args import positive_float, positive_int, prog
 from _util import figure, interleaved, machine, medians, percentiles, progress, save, write
 
 from stretch.generate import tweets
@@ -148,7 +148,7 @@ def heap_peak(run: Callable[[], Any]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog=prog(), description=__doc__)
     parser.add_argument("--rows", type=positive_int, default=500, help="tweets")
     parser.add_argument(
         "--rate", type=positive_float, default=25.0, help="tweets per second (event time)"

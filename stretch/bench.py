@@ -15,7 +15,14 @@ from pathlib import Path
 
 from stretch.errors import InputError
 
-__all__ = ["BENCHMARKS", "DEFAULT_OUTPUT", "RESULTS_ENV", "run_benchmark", "split_output"]
+__all__ = [
+    "BENCHMARKS",
+    "DEFAULT_OUTPUT",
+    "PROG_ENV",
+    "RESULTS_ENV",
+    "run_benchmark",
+    "split_output",
+]
 
 BENCHMARKS = (
     "cores",
@@ -44,6 +51,9 @@ DEFAULT_OUTPUT = "stretch-bench-results"
 RESULTS_ENV = "STRETCH_BENCH_RESULTS"
 """The variable that tells a benchmark script its results folder."""
 
+PROG_ENV = "STRETCH_BENCH_PROG"
+"""The variable that tells a benchmark script the command to name in usage and errors."""
+
 
 def split_output(default: str, args: Sequence[str]) -> tuple[str, list[str]]:
     """The results folder (``--output DIR`` anywhere in ``args``) and the other args."""
@@ -70,5 +80,9 @@ def run_benchmark(name: str, args: Sequence[str], output: str) -> int:
     if not script.is_file():
         msg = f"{script} not found: 'stretch bench' needs a source checkout of the repository"
         raise InputError(msg)
-    env = {**os.environ, RESULTS_ENV: str(Path(output).resolve())}
+    env = {
+        **os.environ,
+        RESULTS_ENV: str(Path(output).resolve()),
+        PROG_ENV: f"stretch bench {name}",
+    }
     return subprocess.run([sys.executable, str(script), *args], check=False, env=env).returncode

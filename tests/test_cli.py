@@ -845,15 +845,16 @@ def test_stretch_bench_knows_every_benchmark_script() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["panes", "--rows", "-5"], "argument --rows: must be > 0, got '-5'"),
-        (["forward", "--rate", "nan"], "argument --rate: must be > 0, got 'nan'"),
-        (["scalejoin", "--parallelism", "1", "0"], "argument --parallelism: must be > 0"),
+        (["panes", "--rows", "-5"], "argument --rows: must be an integer > 0, got '-5'"),
+        (["panes", "--runs", "x"], "argument --runs: must be an integer > 0, got 'x'"),
+        (["forward", "--rate", "nan"], "argument --rate: must be a finite number > 0, got 'nan'"),
+        (["scalejoin", "--parallelism", "1", "0"], "argument --parallelism: must be an integer"),
     ],
 )
 def test_bench_refuses_a_bad_number_naming_its_option(args: list[str], message: str) -> None:
     result = stretch("bench", *args)
     assert result.returncode == 2
-    assert message in result.stderr
+    assert f"stretch bench {args[0]}: error: {message}" in result.stderr
     assert "Traceback" not in result.stderr
 
 
