@@ -405,21 +405,33 @@ class StretchBatchReader(DataSourceReader):
 
         """
         if isinstance(partition, CutRange):
-            return _read_cuts(self.options, self.schema, partition)
+            what = f"the rows between cuts {partition.start} and {partition.end}"
+            rows = _read_cuts(self.options, self.schema, partition)
+            return self._untrimmed(rows, partition.start, what)
         assert isinstance(partition, OffsetRange)
-        return self._read_untrimmed(partition)
+        what = f"offsets {partition.start}..{partition.end}"
+        rows = _read(self.options, self.schema, partition)
+        return self._untrimmed(rows, (partition.start,), what)
 
-    def _read_untrimmed(self, part: OffsetRange) -> Iterator[pa.RecordBatch]:
+    def _untrimmed(
+        self, rows: Iterator[pa.RecordBatch], starts: tuple[int, ...], what: str
+    ) -> Iterator[pa.RecordBatch]:
+        """``rows``; should the sidecar refuse them, say so if a commit trimmed them."""
         try:
-            yield from _read(self.options, self.schema, part)
+            yield from rows
         except ServiceError as exc:
-            with self.options.client() as client:
-                start = int(client.status(self.options.operator)["output"]["start_offset"])
-            if start <= part.start:
+            with self.options.shards() as client:
+                now = [
+                    int(s.status(self.options.operator)["output"]["start_offset"])
+                    for s in client.shards
+                ]
+            passed = [i for i, (n, s) in enumerate(zip(now, starts, strict=True)) if n > s]
+            if not passed:
                 raise
+            whose = f"shard {passed[0]}'s" if self.options.sharded else "the"
             msg = (
-                f"batch read of {self.options.operator!r}: offsets {part.start}..{part.end} "
-                f"were planned, but a reader committed the log up to {start} since (committed "
-                "rows are trimmed); read again for what the log holds now"
+                f"batch read of {self.options.operator!r}: {what} were planned, but a reader "
+                f"committed {whose} log up to {now[passed[0]]} since (committed rows are "
+                "trimmed); read again for what the log holds now"
             )
             raise StretchError(msg) from exc

@@ -18,9 +18,12 @@ import pytest
 
 from stretch.client import StretchClient
 from stretch.errors import StretchError
+from stretch.merge import split_urls
+from stretch.sharded import ShardedClient
 from stretch.spark import reader as reader_module
 from stretch.spark.options import ReaderOptions
 from stretch.spark.reader import StretchBatchReader, StretchStreamReader, output_schema
+from stretch.spark.sidecar import EmbeddedSidecar
 from tests.spark.conftest import TIMEOUT_S, TOKEN, wait_output_finished
 
 FORWARD = {"columns": "v:int", "inputs": 1}
@@ -172,3 +175,31 @@ def test_a_batch_read_whose_rows_were_committed_since_it_was_planned_says_so(
         r"committed the log up to 12 since .* read again",
     ):
         list(reader.read(part))
+
+
+def test_a_sharded_batch_read_whose_rows_were_committed_since_names_the_shard(
+    sidecar: str,
+) -> None:
+    words = np.array(["a", "b", "c", "d", "e", "f", "g", "h"])
+    tweets = pa.table(
+        {
+            "ts": np.arange(400, dtype=np.int64) * 5,
+            "user": [f"u{i % 5}" for i in range(400)],
+            "tweet": [" ".join(words[[i % 8, (i * 3) % 8]]) for i in range(400)],
+        }
+    )
+    with EmbeddedSidecar(TOKEN) as second:
+        urls = f"{sidecar},{second.url}"
+        with ShardedClient(split_urls(urls), token=TOKEN) as sharded:
+            sharded.create_operator("batch-shards", "wordcount", {"wa": 100, "ws": 300})
+            sharded.add_batch("batch-shards", 0, tweets)
+            sharded.close_source("batch-shards", 0)
+            sharded.wait_finished("batch-shards")
+            reader = batch_reader(urls, "batch-shards")
+            (part,) = reader.partitions()
+            _, offset = sharded.output("batch-shards", 0, max_rows=50)
+            sharded.commit("batch-shards", offset)  # after the planning
+            with pytest.raises(
+                StretchError, match=r"were planned, but a reader committed shard \d's log up to"
+            ):
+                list(reader.read(part))
