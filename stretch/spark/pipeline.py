@@ -523,6 +523,12 @@ def run_pipeline(
         f"{', '.join(str(f.directory) for f in feeds)} (files in name order)"
         f"{'' if created else '; the rows counted below include the earlier runs'}\n"
     )
+    if not created:
+        out.write(
+            "the running operator keeps its parallelism, pool and autoscale setting: "
+            "--parallelism, --max-parallelism and --autoscale apply when a job creates its "
+            f"operator (reconfigure a running one: POST /v1/operators/{config.name}/reconfigure)\n"
+        )
     try:
         return _run(spark, config, out, prepared, started)
     except QueryFailed as failure:

@@ -68,6 +68,7 @@ def test_two_sidecars_give_replays_output_and_a_rerun_adds_nothing(
     rerun = capsys.readouterr().out
     assert "continuing 'pipeline-scalejoin'" in rerun
     assert "the rows counted below include the earlier runs" in rerun
+    assert "the running operator keeps its parallelism, pool and autoscale setting" in rerun
     again = read_output(spark, tmp_path / "out")  # type: ignore[arg-type]
     assert again.cast(expected.schema).equals(expected)
 
