@@ -484,7 +484,8 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="M",
-        help="instances of the operator at start (default 1)",
+        help="instances of the operator at start (default 1); like --max-parallelism and "
+        "--autoscale, it applies when the job creates its operator, which a rerun continues",
     )
     pipeline.add_argument(
         "--max-parallelism",
