@@ -235,6 +235,13 @@ def _cut(offset: Mapping[str, Any]) -> Cut:
     return Cut(tuple(int(o) for o in offset[SHARDS]))
 
 
+def _committed_and_end(options: ReaderOptions) -> tuple[int, int]:
+    """The log's committed offset (a commit beyond the end included) and its end offset."""
+    with options.client() as client:
+        output = client.status(options.operator)["output"]
+    return int(output["committed_offset"]), int(output["end_offset"])
+
+
 def _shard_starts(options: ReaderOptions) -> Cut:
     """Each shard's committed offset (``ShardedClient.committed``)."""
     with options.shards() as client:
@@ -264,10 +271,9 @@ class StretchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return cut
 
     def _offsets(self) -> tuple[int, int]:
-        with self.options.client() as client:
-            output = client.status(self.options.operator)["output"]
-        self._seen = (int(output["end_offset"]),)
-        return int(output["committed_offset"]), int(output["end_offset"])
+        committed, end = _committed_and_end(self.options)
+        self._seen = (end,)
+        return committed, end
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 - Spark's name
         """Where the log starts (on each shard, when sharded): its committed offset.
@@ -389,9 +395,7 @@ class StretchBatchReader(DataSourceReader):
             with self.options.shards() as sharded:
                 available = sharded.available(self.options.operator)
             return [CutRange(_shard_starts(self.options).shards, available.shards)]
-        with self.options.client() as client:
-            output = client.status(self.options.operator)["output"]
-        start, end = int(output["committed_offset"]), int(output["end_offset"])
+        start, end = _committed_and_end(self.options)
         end = max(start, end)  # a commit beyond the end: nothing to read yet
         # An empty log still needs one (empty) task for Spark to plan the read.
         return _ranges(start, end, self.options.rows_per_partition) or [OffsetRange(start, end)]

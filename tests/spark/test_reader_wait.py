@@ -33,10 +33,27 @@ def rows(ts: np.ndarray) -> pa.Table:
     return pa.table({"ts": pa.array(ts, pa.int64()), "v": pa.array(np.arange(len(ts)))})
 
 
+def reader_options(sidecar: str, name: str, **options: str) -> ReaderOptions:
+    return ReaderOptions.parse({"url": sidecar, "operator": name, "token": TOKEN, **options})
+
+
 def restarted_reader(sidecar: str, name: str) -> StretchStreamReader:
     """A reader as a restarted query has it: it has seen nothing of the new log."""
-    options = ReaderOptions.parse({"url": sidecar, "operator": name, "token": TOKEN})
+    options = reader_options(sidecar, name)
     return StretchStreamReader(options, output_schema(options))
+
+
+def batch_reader(sidecar: str, name: str, **options: str) -> StretchBatchReader:
+    parsed = reader_options(sidecar, name, **options)
+    return StretchBatchReader(parsed, output_schema(parsed))
+
+
+def finished_forward(client: StretchClient, name: str, count: int) -> None:
+    """A forward operator whose log holds ``count`` rows and is finished."""
+    client.create_operator(name, "forward", FORWARD)
+    client.add_batch(name, 0, rows(np.arange(0, count)), batch_id=0)
+    client.close_source(name, 0)
+    wait_output_finished(client, name)
 
 
 def micro_batch(reader: StretchStreamReader, start: int, end: int) -> pa.Table:
@@ -117,10 +134,7 @@ def test_the_schema_is_read_where_no_commit_can_trim_it(
     """After a restart a commit re-applied as its rows come back trims them, possibly
     between the reader's status request and its read of one row for the schema: a read
     at the log's start would find it gone (a CI run of the sharded pipeline test did)."""
-    client.create_operator("trimmed", "forward", FORWARD)
-    client.add_batch("trimmed", 0, rows(np.arange(0, 10)), batch_id=0)
-    client.close_source("trimmed", 0)
-    wait_output_finished(client, "trimmed")
+    finished_forward(client, "trimmed", 10)
     status = StretchClient.status
 
     def status_then_trim(self: StretchClient, name: str) -> dict[str, object]:
@@ -129,23 +143,8 @@ def test_the_schema_is_read_where_no_commit_can_trim_it(
         return answer
 
     monkeypatch.setattr(StretchClient, "status", status_then_trim)
-    schema = output_schema(
-        ReaderOptions.parse({"url": sidecar, "operator": "trimmed", "token": TOKEN})
-    )
+    schema = output_schema(reader_options(sidecar, "trimmed"))
     assert schema.fieldNames() == ["ts", "v", "offset"]
-
-
-def batch_reader(sidecar: str, name: str, **options: str) -> StretchBatchReader:
-    parsed = ReaderOptions.parse({"url": sidecar, "operator": name, "token": TOKEN, **options})
-    return StretchBatchReader(parsed, output_schema(parsed))
-
-
-def finished_forward(client: StretchClient, name: str, count: int) -> None:
-    """A forward operator whose log holds ``count`` rows and is finished."""
-    client.create_operator(name, "forward", FORWARD)
-    client.add_batch(name, 0, rows(np.arange(0, count)), batch_id=0)
-    client.close_source(name, 0)
-    wait_output_finished(client, name)
 
 
 def test_a_batch_read_returns_the_uncommitted_rows_with_their_offsets(
