@@ -75,6 +75,8 @@ _SPARK_TYPES: dict[pa.DataType, DataType] = {
     pa.string(): StringType(),
 }
 _FETCH_ROWS = 100_000
+_SCHEMA_READS = 10
+"""How many times the schema is read at the log's end before a trim past it fails it."""
 PROMISED_WAIT_S = 600.0
 """How long a micro-batch waits for the log to reach the offsets it was planned with
 (after a restart of a sidecar without ``--state-dir``, while its writers replay the input)."""
@@ -109,14 +111,9 @@ def output_schema(options: ReaderOptions) -> StructType:
 
     """
     with options.shards() as client:
-        shard = client.shards[0]
-        # At the log's end, not its start: after a restart the sidecar re-applies a
-        # commit as its rows come back and trims them, so the start may be gone by the
-        # time the rows are asked for; the end is never trimmed past.
-        end = int(shard.status(options.operator)["output"]["end_offset"])
-        table, _ = shard.output(options.operator, end, max_rows=1)
+        table_schema = _log_schema(client.shards[0], options.operator)
     fields = []
-    for field in table.schema:
+    for field in table_schema:
         if field.name == CAUSE:
             continue
         kind = _SPARK_TYPES.get(field.type)
@@ -125,6 +122,36 @@ def output_schema(options: ReaderOptions) -> StructType:
             raise InputError(msg)
         fields.append(StructField(field.name, kind))
     return StructType([*fields, StructField(OFFSET, LongType())])
+
+
+def _log_schema(client: StretchClient, operator: str) -> pa.Schema:
+    """The Arrow schema of the operator's output log, read with at most one row.
+
+    It is read at the log's end, or at its committed offset where that lies beyond the end,
+    not at its start: after a restart the sidecar re-applies a commit as its rows come
+    back and trims them, so the start may be gone by the time it is asked for. A reader's
+    commit between the status and the read may pass that end too; then the read is tried
+    again at the new end, up to ``_SCHEMA_READS`` times.
+
+    Raises:
+        StretchError: the sidecar refused the read for another reason, or the log was
+            trimmed past its end each time.
+
+    """
+    for _ in range(_SCHEMA_READS):
+        output = client.status(operator)["output"]
+        end = max(int(output["end_offset"]), int(output["committed_offset"]))
+        try:
+            return client.output(operator, end, max_rows=1)[0].schema
+        except ServiceError:
+            start = int(client.status(operator)["output"]["start_offset"])
+            if start <= end:
+                raise
+    msg = (
+        f"reading the output schema of {operator!r}: the log was trimmed past its end "
+        f"{_SCHEMA_READS} times over (readers committing as it grows); try again"
+    )
+    raise StretchError(msg)
 
 
 def _ranges(start: int, end: int, rows_per_partition: int) -> list[OffsetRange]:

@@ -147,6 +147,69 @@ def test_the_schema_is_read_where_no_commit_can_trim_it(
     assert schema.fieldNames() == ["ts", "v", "offset"]
 
 
+def schema_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
+    """The arguments of every ``StretchClient.output`` call from now on."""
+    reads = []
+    output = StretchClient.output
+
+    def counted(self: StretchClient, *args: object, **kwargs: object) -> object:
+        reads.append(args)
+        return output(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(StretchClient, "output", counted)
+    return reads
+
+
+def test_the_schema_is_read_again_when_a_commit_passes_the_logs_end(
+    sidecar: str, client: StretchClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows and a commit arriving between the status and the read can take the log past
+    the end the status gave (a CI run of the sharded pipeline rerun: "output offset 16350
+    was trimmed; the log starts at 30199"). The reader reads the schema again there."""
+    client.create_operator("passed", "forward", FORWARD)
+    client.add_batch("passed", 0, rows(np.arange(0, 10)), batch_id=0)
+    status = StretchClient.status
+
+    def status_then_rows(self: StretchClient, name: str) -> dict[str, object]:
+        answer = status(self, name)
+        monkeypatch.setattr(StretchClient, "status", status)
+        client.add_batch(name, 0, rows(np.arange(10, 20)), batch_id=1)
+        client.close_source(name, 0)
+        wait_output_finished(client, name)
+        client.commit(name, 15)  # a reader commits past the end the status gave
+        return answer
+
+    monkeypatch.setattr(StretchClient, "status", status_then_rows)
+    reads = schema_reads(monkeypatch)
+    assert output_schema(reader_options(sidecar, "passed")).fieldNames() == ["ts", "v", "offset"]
+    (_, first), (_, second) = reads  # the first end (below 15) was trimmed: read at the new
+    assert first < 15 and second == 20
+
+
+def test_the_schema_is_read_at_a_commit_beyond_the_end(
+    sidecar: str, client: StretchClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a restart a commit beyond the end trims the rows as they come back: the
+    schema is read at that commit, which no re-applied commit passes."""
+    client.create_operator("deferred", "forward", FORWARD)
+    client.add_batch("deferred", 0, rows(np.arange(0, 10)), batch_id=0)
+    client.commit("deferred", 15)  # applied when the rows reach it
+    status = StretchClient.status
+
+    def status_then_rows(self: StretchClient, name: str) -> dict[str, object]:
+        answer = status(self, name)
+        monkeypatch.setattr(StretchClient, "status", status)
+        client.add_batch(name, 0, rows(np.arange(10, 20)), batch_id=1)
+        client.close_source(name, 0)
+        wait_output_finished(client, name)  # rows 0..14 are trimmed now
+        return answer
+
+    monkeypatch.setattr(StretchClient, "status", status_then_rows)
+    reads = schema_reads(monkeypatch)
+    assert output_schema(reader_options(sidecar, "deferred")).fieldNames()[-1] == "offset"
+    assert reads == [("deferred", 15)]  # once, at the commit
+
+
 def test_a_batch_read_returns_the_uncommitted_rows_with_their_offsets(
     sidecar: str, client: StretchClient
 ) -> None:
