@@ -11,6 +11,7 @@ when it added its rows and the last ts among them.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -58,7 +59,9 @@ class Feeder(threading.Thread):
         try:
             while done < len(self.ts) and not self.stop.is_set():
                 now = time.perf_counter()
-                upto = int(np.searchsorted(self.ts, (now - self.start_s) * 1e3, "right"))
+                # An int key: a float one makes NumPy cast the whole ts column each tick.
+                now_ms = math.floor((now - self.start_s) * 1e3)
+                upto = int(np.searchsorted(self.ts, now_ms, "right"))
                 if upto > done:
                     for source, table in enumerate(self.tables):
                         self.pipeline.add(source, table.slice(done, upto - done))
