@@ -48,7 +48,6 @@ def in_stream_order(table: pa.Table) -> pa.Table:
     tied[:-1] |= tied[1:]
     every = bool(tied.all())
     rows = np.flatnonzero(tied) if by_ts is None else by_ts[tied]
-    taken = pa.array(rows)
     names = [name for name in table.column_names if name != TS]
     keys = np.zeros((len(names), len(ts)), dtype=np.int64)  # only tied rows' keys matter
     kinds = np.full(len(names), -1, dtype=np.int64)
@@ -61,12 +60,12 @@ def in_stream_order(table: pa.Table) -> pa.Table:
                 texts.append(column.combine_chunks())
                 keys[c] = np.arange(len(ts))
             else:  # tied row rows[i]'s string is text i
-                texts.append(column.take(taken).combine_chunks())
+                texts.append(column.take(pa.array(rows)).combine_chunks())
                 keys[c, rows] = np.arange(len(rows))
         elif every:
-            keys[c] = _key(column)
+            keys[c] = _key(column, None)
         else:
-            keys[c, rows] = _key(column.take(taken))
+            keys[c, rows] = _key(column, rows)
     if by_ts is not None:
         # C order, the layout ``stretch warm`` compiles the kernels for: ``keys[:, by_ts]``
         # is in Fortran order, and the kernels would compile again for it.
@@ -92,16 +91,21 @@ def _texts(columns: list[pa.Array], n: int) -> tuple[np.ndarray, np.ndarray]:
     return offsets, data
 
 
-def _key(column: pa.ChunkedArray) -> np.ndarray:
-    """int64s that order like ``column``'s values (not strings: those compare by bytes).
+def _key(column: pa.ChunkedArray, rows: np.ndarray | None) -> np.ndarray:
+    """int64s that order like ``column``'s values at ``rows`` (all if None; not strings).
 
-    Floats by their IEEE 754 total order; other types (uint64) by their dense rank.
+    Floats by their IEEE 754 total order; other types (uint64) by their dense rank. Numbers
+    are picked from the column's NumPy view: no Arrow call per column, which would cost
+    more than the ordering itself for the few rows of a small batch.
     """
     kind = column.type
-    if pa.types.is_floating(kind):
-        return _float_key(column.to_numpy())
-    if pa.types.is_boolean(kind) or (pa.types.is_integer(kind) and kind != pa.uint64()):
-        return np.asarray(column.to_numpy(), dtype=np.int64)
+    numeric = pa.types.is_boolean(kind) or (pa.types.is_integer(kind) and kind != pa.uint64())
+    if pa.types.is_floating(kind) or numeric:
+        values = column.to_numpy()
+        values = values if rows is None else values[rows]
+        return np.asarray(values, dtype=np.int64) if numeric else _float_key(values)
+    if rows is not None:
+        column = column.take(pa.array(rows))
     return np.asarray(pc.rank(column, "ascending", tiebreaker="dense"), dtype=np.int64)
 
 

@@ -45,8 +45,8 @@ ROWS = st.lists(
 )
 
 
-@given(ROWS)
-def test_in_stream_order_sorts_by_ts_then_content(rows: list[tuple[Any, ...]]) -> None:
+@given(ROWS, st.integers(0, 80))
+def test_in_stream_order_sorts_by_ts_then_content(rows: list[tuple[Any, ...]], cut: int) -> None:
     table = pa.table(
         {
             "ts": pa.array([r[0] for r in rows], pa.int64()),
@@ -63,6 +63,8 @@ def test_in_stream_order_sorts_by_ts_then_content(rows: list[tuple[Any, ...]]) -
     assert repr(in_stream_order(pa.Table.from_pylist(by_ts, table.schema)).to_pylist()) == repr(
         expected
     )
+    chunked = pa.concat_tables([table.slice(0, cut), table.slice(cut)])  # as a reorder buffer's
+    assert repr(in_stream_order(chunked).to_pylist()) == repr(expected)
 
 
 @given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 40)), min_size=40, max_size=400))
@@ -169,3 +171,27 @@ def test_ties_of_an_unsorted_batch_are_ordered_on_c_order_keys(
         table.to_pylist(), key=lambda row: (row["ts"], row["i"], row["f"])
     )
     assert layouts == [True]
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, 2**64 - 1), st.integers(-(2**31), 2**31 - 1)),
+        max_size=40,
+    ),
+    st.integers(0, 40),
+)
+def test_unsigned_and_narrow_columns_order_by_value(
+    rows: list[tuple[int, int, int]], cut: int
+) -> None:
+    """uint64 (ranked, as int64 cannot hold it) and int32 / float32 (widened) keys."""
+    table = pa.table(
+        {
+            "ts": pa.array([r[0] for r in rows], pa.int64()),
+            "u": pa.array([r[1] for r in rows], pa.uint64()),
+            "n": pa.array([r[2] for r in rows], pa.int32()),
+            "f": pa.array([float(r[2]) for r in rows], pa.float32()),
+        }
+    )
+    expected = sorted(table.to_pylist(), key=lambda row: (row["ts"], row["u"], row["n"]))
+    for t in (table, pa.concat_tables([table.slice(0, cut), table.slice(cut)])):
+        assert in_stream_order(t).to_pylist() == expected
