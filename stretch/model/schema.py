@@ -240,7 +240,7 @@ def _check_ts_range(ts: pa.Array | pa.ChunkedArray, where: str, row_offset: int)
     if not len(ts):
         return
     # NumPy, not Arrow's min_max: the call costs more than the check on a small batch.
-    values = ts.to_numpy() if isinstance(ts, pa.ChunkedArray) else ts.to_numpy(False)
+    values = ts.to_numpy() if isinstance(ts, pa.ChunkedArray) else ts.to_numpy(zero_copy_only=False)
     if int(values.min()) >= TS_MIN_MS and int(values.max()) <= TS_MAX_MS:
         return
     outside = pc.or_(pc.less(ts, TS_MIN_MS), pc.greater(ts, TS_MAX_MS))

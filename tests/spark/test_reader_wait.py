@@ -164,7 +164,7 @@ def test_the_schema_is_read_again_when_a_commit_passes_the_logs_end(
     sidecar: str, client: StretchClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Rows and a commit arriving between the status and the read can take the log past
-    the end the status gave (a CI run of the sharded pipeline rerun: "output offset 16350
+    the end the status gave (a test run of the sharded pipeline rerun: "output offset 16350
     was trimmed; the log starts at 30199"). The reader reads the schema again there."""
     client.create_operator("passed", "forward", FORWARD)
     client.add_batch("passed", 0, rows(np.arange(0, 10)), batch_id=0)
