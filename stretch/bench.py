@@ -33,6 +33,7 @@ BENCHMARKS = (
     "memory",
     "panes",
     "reconfig",
+    "reorder",
     "replay_input",
     "replay_output",
     "scalegate",

@@ -8,11 +8,19 @@ one ``ts`` leaves in the same release: a later row with that ``ts`` would be lat
 The released watermark is the largest ``ts`` seen minus the allowed lateness, or an
 explicit watermark (a heartbeat), whichever is later.
 
+The rows held are kept as runs, each in stream order. A release sorts only what it frees
+(the freed prefixes of the runs with the new batch) and leaves the rest where it is, so a
+batch costs O((freed + batch) log) however many rows the lateness holds back; the rows of
+the batch that are not freed form a new run. Past ``MAX_RUNS`` runs they are merged into
+one.
+
 Late policy: a batch holding a row older than the released watermark is rejected whole
 (``LateTupleError`` naming the row); nothing of it is kept. The caller counts it.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +31,29 @@ from stretch.model.oplus import END_OF_INPUT
 from stretch.model.order import in_stream_order
 from stretch.model.schema import TS
 
-__all__ = ["ReorderBuffer"]
+__all__ = ["MAX_RUNS", "ReorderBuffer"]
+
+MAX_RUNS = 64
+"""Runs held before they are merged into one (a merge of every row held, once per so many)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """Rows in stream order, and their ``ts``."""
+
+    rows: pa.Table
+    ts: NDArray[np.int64]
+
+    @classmethod
+    def of(cls, rows: pa.Table) -> _Run:
+        return cls(rows, np.ascontiguousarray(rows.column(TS).to_numpy(), dtype=np.int64))
+
+    def __len__(self) -> int:
+        return int(self.ts.shape[0])
+
+    def cut(self, watermark: int) -> int:
+        """How many rows lie before ``watermark``."""
+        return int(np.searchsorted(self.ts, watermark, "left"))
 
 
 class ReorderBuffer:
@@ -46,26 +76,25 @@ class ReorderBuffer:
         self.allowed_lateness_ms = allowed_lateness_ms
         self.where = where
         self.released = -END_OF_INPUT
-        self._pending: list[pa.Table] = []
-        self._pending_rows = 0
+        self._runs: list[_Run] = []
+        self._held_rows = 0
 
     def __len__(self) -> int:
         """Rows held back."""
-        return self._pending_rows
+        return self._held_rows
 
     def held(self, schema: pa.Schema) -> pa.Table:
-        """The rows held back, in arrival order (an empty table in ``schema`` if none)."""
-        return pa.concat_tables(self._pending) if self._pending else schema.empty_table()
+        """The rows held back, run by run (an empty table in ``schema`` if none)."""
+        if not self._runs:
+            return schema.empty_table()
+        return pa.concat_tables([r.rows for r in self._runs])
 
     def held_after(self, ts: NDArray[np.int64]) -> int:
-        """Rows held back after a ``push`` of rows with these ``ts``. O(held + len(ts))."""
+        """Rows held back after a ``push`` of rows with these ``ts``. O(runs log + len(ts))."""
         if len(ts) == 0:
-            return self._pending_rows
+            return self._held_rows
         released = max(self.released, int(ts.max()) - self.allowed_lateness_ms)
-        held = int((ts >= released).sum())
-        for table in self._pending:
-            held += int((table.column(TS).to_numpy() >= released).sum())
-        return held
+        return int((ts >= released).sum()) + sum(len(r) - r.cut(released) for r in self._runs)
 
     def check(self, ts: NDArray[np.int64]) -> None:
         """Refuse rows older than the released watermark. O(len(ts)).
@@ -94,24 +123,41 @@ class ReorderBuffer:
         if len(ts) == 0:
             return None
         self.check(ts)
-        self._pending.append(table)
-        self._pending_rows += len(ts)
-        return self.advance(int(ts.max()) - self.allowed_lateness_ms)
+        return self._release(int(ts.max()) - self.allowed_lateness_ms, table)
 
     def advance(self, watermark: int) -> pa.Table | None:
         """Raise the released watermark (a lower one is ignored); return the rows it frees."""
-        if watermark <= self.released or not self._pending:
-            self.released = max(self.released, watermark)
-            return None
-        self.released = watermark
-        held = in_stream_order(pa.concat_tables(self._pending))
-        ts = held.column(TS).to_numpy()
-        cut = int(np.searchsorted(ts, watermark, "left"))
-        rest = held.slice(cut)
-        self._pending = [rest] if rest.num_rows else []
-        self._pending_rows = rest.num_rows
-        return held.slice(0, cut) if cut else None
+        return self._release(watermark, None)
 
     def flush(self) -> pa.Table | None:
         """End of input: every row held, in order."""
         return self.advance(END_OF_INPUT)
+
+    def _release(self, watermark: int, batch: pa.Table | None) -> pa.Table | None:
+        """Free the rows before ``watermark`` (and ``batch``'s later rows become a run).
+
+        Only the runs that start before the watermark are cut; their freed prefixes and the
+        batch are put in stream order together, once.
+        """
+        self.released = max(self.released, watermark)
+        freeing = [r for r in self._runs if int(r.ts[0]) < self.released]  # none is empty
+        if batch is None and not freeing:
+            return None
+        kept = [r for r in self._runs if int(r.ts[0]) >= self.released]
+        parts = []
+        for run in freeing:
+            cut = run.cut(self.released)
+            parts.append(run.rows.slice(0, cut))
+            if cut < len(run):
+                kept.append(_Run(run.rows.slice(cut), run.ts[cut:]))
+        if batch is not None:
+            parts.append(batch)
+        ordered = _Run.of(in_stream_order(pa.concat_tables(parts)))
+        cut = ordered.cut(self.released)
+        if cut < len(ordered):  # the batch's rows still held
+            kept.append(_Run(ordered.rows.slice(cut), ordered.ts[cut:]))
+        if len(kept) > MAX_RUNS:
+            kept = [_Run.of(in_stream_order(pa.concat_tables([r.rows for r in kept])))]
+        self._runs = kept
+        self._held_rows = sum(len(r) for r in kept)
+        return ordered.rows.slice(0, cut) if cut else None

@@ -6,8 +6,8 @@ with ``ts >= D - WS``, and an output row with ``ts >= D`` (a window's end, or a 
 pair's later tuple) depends only on such tuples. So a snapshot keeps, instead of each key
 group's state, the input that determines it: per source, the rows it released with
 ``ts >= D - WS - WA - 1`` (in sequence order) and the rows its reorder buffer still holds
-(in arrival order), with the released watermark; plus the output log's rows not yet
-committed, which are exactly the output rows with ``ts < D``. Restoring re-runs the
+(put in stream order when released), with the released watermark; plus the output log's
+rows not yet committed, which are exactly the output rows with ``ts < D``. Restoring re-runs the
 operator over the kept rows, drops the output rows before D (they are in the log
 already) and continues the offsets: the output is identical to an uninterrupted run's,
 offset for offset, because the operator is deterministic (docs/design.md decision 2) and
@@ -34,7 +34,7 @@ class SourceSnapshot:
             continues the numbering, so the total order's ties break the same way).
         rows: Released rows with ``ts`` at or after the snapshot's horizon, in sequence
             order (the source's schema, ``ts`` first, strings as strings).
-        held: Rows its reorder buffer holds back, in arrival order.
+        held: Rows its reorder buffer holds back (run by run, each in stream order).
         released: The released watermark.
         closed: Whether the source's input ended.
         allowed_lateness_ms: The lateness its reorder buffer allows.

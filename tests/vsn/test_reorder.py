@@ -16,7 +16,7 @@ from stretch.model.order import in_stream_order
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
 from stretch.vsn import setup
-from stretch.vsn._reorder import ReorderBuffer
+from stretch.vsn._reorder import MAX_RUNS, ReorderBuffer
 
 
 def table(ts: list[int], v: list[int]) -> pa.Table:
@@ -42,6 +42,67 @@ def test_buffer_releases_below_max_minus_lateness_in_order() -> None:
 def test_negative_lateness_is_rejected() -> None:
     with pytest.raises(ValueError, match="allowed lateness"):
         ReorderBuffer(-1, "s")
+
+
+OPERATIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("push"), st.lists(st.tuples(st.integers(-3, 30), st.integers(0, 3)))),
+        st.tuples(st.just("advance"), st.integers(-3, 30)),
+    ),
+    max_size=40,
+)
+
+
+@given(OPERATIONS, st.integers(0, 20))
+def test_buffer_equals_a_sorted_list_model(
+    operations: list[tuple[str, object]], lateness: int
+) -> None:
+    """Pushes (some late, some far ahead) and heartbeats against a plain list of held rows:
+    the same rows freed in the same order, the same rows held, refusals alike, and
+    ``held_after`` predicting the push."""
+    buffer = ReorderBuffer(lateness, "s")
+    held: list[tuple[int, int]] = []
+    released = buffer.released
+    for kind, arg in operations:
+        base = max(released, 0)
+        if kind == "push":
+            batch = [(base + dt, v) for dt, v in arg]  # type: ignore[union-attr]
+            ts = np.array([r[0] for r in batch], dtype=np.int64)
+            if any(t < released for t, _ in batch):
+                with pytest.raises(LateTupleError):
+                    buffer.push(table(*map(list, zip(*batch, strict=True))))
+                continue
+            predicted = buffer.held_after(ts)
+            got = buffer.push(table([r[0] for r in batch], [r[1] for r in batch]))
+            held += batch
+            if batch:
+                released = max(released, max(ts.tolist()) - lateness)
+            assert predicted == len([r for r in held if r[0] >= released])
+        else:
+            got = buffer.advance(base + arg)  # type: ignore[operator]
+            released = max(released, base + arg)  # type: ignore[operator]
+        freed = sorted(r for r in held if r[0] < released)
+        held = [r for r in held if r[0] >= released]
+        assert rows(got) == freed
+        assert buffer.released == released and len(buffer) == len(held)
+        assert sorted(rows(buffer.held(table([], []).schema))) == sorted(held)
+    assert rows(buffer.flush()) == sorted(held)
+
+
+def test_many_batches_far_ahead_stay_in_runs_and_come_out_in_order() -> None:
+    """A lateness longer than many batches: each batch a run, merged past MAX_RUNS."""
+    buffer = ReorderBuffer(10_000, "s")
+    rng = np.random.default_rng(3)
+    everything = []
+    for b in range(3 * MAX_RUNS):
+        ts = (b * 10 + rng.integers(0, 15, 50)).tolist()
+        v = rng.integers(0, 5, 50).tolist()
+        everything += list(zip(ts, v, strict=True))
+        assert buffer.push(table(ts, v)) is None  # nothing is 10 s old yet
+        assert len(buffer._runs) <= MAX_RUNS
+    assert len(buffer) == len(everything)
+    assert rows(buffer.advance(1_000)) == sorted(r for r in everything if r[0] < 1_000)
+    assert rows(buffer.flush()) == sorted(r for r in everything if r[0] >= 1_000)
 
 
 @given(st.lists(st.integers(0, 200), max_size=60), st.integers(1, 6), st.integers(1, 3))
