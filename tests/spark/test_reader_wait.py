@@ -160,14 +160,11 @@ def schema_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
     return reads
 
 
-def test_the_schema_is_read_again_when_a_commit_passes_the_logs_end(
-    sidecar: str, client: StretchClient, monkeypatch: pytest.MonkeyPatch
+def rows_after_the_next_status(
+    client: StretchClient, monkeypatch: pytest.MonkeyPatch, commit: int | None = None
 ) -> None:
-    """Rows and a commit arriving between the status and the read can take the log past
-    the end the status gave (a test run of the sharded pipeline rerun: "output offset 16350
-    was trimmed; the log starts at 30199"). The reader reads the schema again there."""
-    client.create_operator("passed", "forward", FORWARD)
-    client.add_batch("passed", 0, rows(np.arange(0, 10)), batch_id=0)
+    """Once the next status is answered: rows 10..19 come, the log finishes, and a reader
+    commits ``commit`` (if given), all before the caller's next request."""
     status = StretchClient.status
 
     def status_then_rows(self: StretchClient, name: str) -> dict[str, object]:
@@ -176,10 +173,22 @@ def test_the_schema_is_read_again_when_a_commit_passes_the_logs_end(
         client.add_batch(name, 0, rows(np.arange(10, 20)), batch_id=1)
         client.close_source(name, 0)
         wait_output_finished(client, name)
-        client.commit(name, 15)  # a reader commits past the end the status gave
+        if commit is not None:
+            client.commit(name, commit)
         return answer
 
     monkeypatch.setattr(StretchClient, "status", status_then_rows)
+
+
+def test_the_schema_is_read_again_when_a_commit_passes_the_logs_end(
+    sidecar: str, client: StretchClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows and a commit arriving between the status and the read can take the log past
+    the end the status gave (a test run of the sharded pipeline rerun: "output offset 16350
+    was trimmed; the log starts at 30199"). The reader reads the schema again there."""
+    client.create_operator("passed", "forward", FORWARD)
+    client.add_batch("passed", 0, rows(np.arange(0, 10)), batch_id=0)
+    rows_after_the_next_status(client, monkeypatch, commit=15)  # past the end it gave
     reads = schema_reads(monkeypatch)
     assert output_schema(reader_options(sidecar, "passed")).fieldNames() == ["ts", "v", "offset"]
     (_, first), (_, second) = reads  # the first end (below 15) was trimmed: read at the new
@@ -194,17 +203,7 @@ def test_the_schema_is_read_at_a_commit_beyond_the_end(
     client.create_operator("deferred", "forward", FORWARD)
     client.add_batch("deferred", 0, rows(np.arange(0, 10)), batch_id=0)
     client.commit("deferred", 15)  # applied when the rows reach it
-    status = StretchClient.status
-
-    def status_then_rows(self: StretchClient, name: str) -> dict[str, object]:
-        answer = status(self, name)
-        monkeypatch.setattr(StretchClient, "status", status)
-        client.add_batch(name, 0, rows(np.arange(10, 20)), batch_id=1)
-        client.close_source(name, 0)
-        wait_output_finished(client, name)  # rows 0..14 are trimmed now
-        return answer
-
-    monkeypatch.setattr(StretchClient, "status", status_then_rows)
+    rows_after_the_next_status(client, monkeypatch)  # rows 0..14 are trimmed then
     reads = schema_reads(monkeypatch)
     assert output_schema(reader_options(sidecar, "deferred")).fieldNames()[-1] == "offset"
     assert reads == [("deferred", 15)]  # once, at the commit
