@@ -1,11 +1,12 @@
 """Q4 (section 8.4): how long elastic reconfigurations of ScaleJoin take under steady input.
 
-A feeder thread adds both ScaleJoin streams paced in real time (``--rate`` t/s per stream,
-every ``--tick-ms``) into the compiled ``scalejoin``; after ``--fill-s`` seconds (the
-window fills) a controller provisions and decommissions instances many times, walking
-every pair of parallelisms in ``1..--max-parallelism`` (Table IV's shape, scaled to this
-machine), and after each one requests a no-op reconfiguration (same parallelism and
-mapping: the same control tuples, barrier and switch, no gate change) as the baseline.
+A feeder thread (``_elastic.Feeder``, as Q5-Q6 use) adds both ScaleJoin streams paced in
+real time (``--rate`` t/s per stream, every ``--tick-ms``) into the compiled
+``scalejoin``; after ``--fill-s`` seconds (the window fills) a controller provisions and
+decommissions instances many times, walking every pair of parallelisms in
+``1..--max-parallelism`` (Table IV's shape, scaled to this machine), and after each one
+requests a no-op reconfiguration (same parallelism and mapping: the same control tuples,
+barrier and switch, no gate change) as the baseline.
 Durations are call -> completion from the pipeline's reconfiguration records; a switch
 completes at the first control tuple of its epoch in the merged stream, so durations
 include the backlog ahead of it when the instances are busy, but no wait for more input.
@@ -20,17 +21,14 @@ bounds how fast a woken instance gets to run while other threads execute Python;
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
-import threading
 import time
 from collections import defaultdict
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
 from _args import positive_float, positive_int, prog
+from _elastic import Feeder
 from _util import figure, machine, percentiles, progress, save, write
 
 from stretch.generate import scalejoin
@@ -52,32 +50,6 @@ def schedule(n: int, steps: int) -> list[int]:
     return walk[1 : steps + 1]
 
 
-class Feeder(threading.Thread):
-    """Adds both streams paced by the wall clock: row i at ``start + ts_i``."""
-
-    def __init__(self, pipeline: Pipeline, tables: list[pa.Table], tick_s: float) -> None:
-        super().__init__(name="feeder", daemon=True)
-        self.pipeline = pipeline
-        self.tables = tables
-        self.tick_s = tick_s
-        self.ts = tables[0].column("ts").to_numpy()
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        start = time.perf_counter()
-        done = 0
-        while not self.stop.is_set() and done < len(self.ts):
-            # An int key: a float one makes NumPy cast the whole ts column (over a million
-            # rows) to float64 each tick, 1.7 ms of the feeder's CPU and of the GIL.
-            now_ms = math.floor((time.perf_counter() - start) * 1e3)
-            upto = int(np.searchsorted(self.ts, now_ms, "right"))
-            if upto > done:
-                for s, table in enumerate(self.tables):
-                    self.pipeline.add(s, table.slice(done, upto - done))
-                done = upto
-            time.sleep(self.tick_s)
-
-
 def _load(pipeline: Pipeline) -> list[tuple[float, float]]:
     """(comparisons, busy seconds) per instance, cumulative."""
     return [(i.comparisons, i.busy_s) for i in pipeline.status().instances]
@@ -95,7 +67,7 @@ def one_run(args: argparse.Namespace, steps: int, fill_s: float) -> dict[str, An
     tables = scalejoin(rows, args.rate, seed=1)
     op = build("scalejoin", {"ws": args.ws, "keys": max(args.keys, args.max_parallelism)})
     pipeline = setup(op, 1, args.max_parallelism)
-    feeder = Feeder(pipeline, tables, args.tick_ms / 1e3)
+    feeder = Feeder(pipeline, tables, time.perf_counter(), args.tick_ms / 1e3)
     kinds: dict[int, str] = {}
     cv: dict[int, list[tuple[float, float, float]]] = defaultdict(list)
     try:
@@ -125,6 +97,8 @@ def one_run(args: argparse.Namespace, steps: int, fill_s: float) -> dict[str, An
         feeder.stop.set()
         feeder.join()
         pipeline.shutdown()
+    if feeder.error is not None:
+        raise feeder.error
     return {
         "reconfigurations": [
             {

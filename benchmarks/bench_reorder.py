@@ -50,9 +50,9 @@ def batches(args: argparse.Namespace, shuffled: bool) -> list[pa.Table]:
 
 
 def one_run(
-    args: argparse.Namespace, inputs: list[pa.Table], lateness_ms: int, outputs: list[pa.Table]
+    args: argparse.Namespace, inputs: list[pa.Table], lateness_ms: int, first: list[pa.Table]
 ) -> dict[str, float]:
-    """Add every batch, timing each; then the output, kept for the check."""
+    """Add every batch, timing each; the output must equal the ``first`` run's (kept)."""
     op = build("forward", {"columns": "v:int", "inputs": 1})
     with setup(op, 1, 1, allowed_lateness_ms=lateness_ms) as pipeline:
         took = []
@@ -64,7 +64,12 @@ def one_run(
         if not pipeline.join(timeout_s=JOIN_TIMEOUT_S):
             msg = f"the output did not finish in {JOIN_TIMEOUT_S} s"
             raise RuntimeError(msg)
-        outputs.append(pipeline.output()[0])
+        output = pipeline.output()[0]
+    if not first:
+        first.append(output)
+    elif not output.equals(first[0]):
+        msg = f"the output at lateness {lateness_ms} ms differs from the first run's"
+        raise AssertionError(msg)
     full = took[len(took) // 2 :]
     return {
         "add_ms": statistics.median(full) * 1e3,
@@ -88,16 +93,15 @@ def main() -> None:
     held = args.lateness_ms * args.rows_per_ms
     progress(f"{args.batches} batches of {args.batch_rows} rows; lateness holds {held} rows")
     in_order, shuffled = batches(args, False), batches(args, True)
-    outputs: list[pa.Table] = []
+    first: list[pa.Table] = []  # the first run's output, which every run must equal
     samples = interleaved(
         args.runs,
         {
-            "sorted_l0": lambda: one_run(args, in_order, 0, outputs),
-            "sorted_late": lambda: one_run(args, in_order, args.lateness_ms, outputs),
-            "shuffled_late": lambda: one_run(args, shuffled, args.lateness_ms, outputs),
+            "sorted_l0": lambda: one_run(args, in_order, 0, first),
+            "sorted_late": lambda: one_run(args, in_order, args.lateness_ms, first),
+            "shuffled_late": lambda: one_run(args, shuffled, args.lateness_ms, first),
         },
     )
-    assert all(out.equals(outputs[0]) for out in outputs), "the outputs differ"
     summary = {name: medians(runs) for name, runs in samples.items()}
     base = summary["sorted_l0"]["add_ms"]
     for case in summary.values():

@@ -140,16 +140,17 @@ class ReorderBuffer:
         batch are put in stream order together, once.
         """
         self.released = max(self.released, watermark)
-        freeing = [r for r in self._runs if int(r.ts[0]) < self.released]  # none is empty
-        if batch is None and not freeing:
-            return None
-        kept = [r for r in self._runs if int(r.ts[0]) >= self.released]
-        parts = []
-        for run in freeing:
+        parts, kept = [], []
+        for run in self._runs:
             cut = run.cut(self.released)
-            parts.append(run.rows.slice(0, cut))
-            if cut < len(run):
+            if cut:
+                parts.append(run.rows.slice(0, cut))
+            if cut == 0:
+                kept.append(run)
+            elif cut < len(run):
                 kept.append(_Run(run.rows.slice(cut), run.ts[cut:]))
+        if batch is None and not parts:
+            return None
         if batch is not None:
             parts.append(batch)
         ordered = _Run.of(in_stream_order(pa.concat_tables(parts)))
