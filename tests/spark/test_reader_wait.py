@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from stretch.client import StretchClient
+from stretch.client import ServiceError, StretchClient
 from stretch.errors import StretchError
 from stretch.merge import split_urls
 from stretch.sharded import ShardedClient
@@ -207,6 +207,26 @@ def test_the_schema_is_read_at_a_commit_beyond_the_end(
     reads = schema_reads(monkeypatch)
     assert output_schema(reader_options(sidecar, "deferred")).fieldNames()[-1] == "offset"
     assert reads == [("deferred", 15)]  # once, at the commit
+
+
+def test_the_schema_read_gives_up_after_its_bounded_tries(
+    sidecar: str, client: StretchClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log trimmed past its end at every read (readers committing as fast as it grows):
+    the reader stops after ``_SCHEMA_READS`` tries and says so, instead of looping."""
+    client.create_operator("racing", "forward", FORWARD)
+    moving = {"output": {"end_offset": 5, "committed_offset": 0, "start_offset": 9}}
+    monkeypatch.setattr(StretchClient, "status", lambda self, name: moving)
+    reads = []
+
+    def trimmed(self: StretchClient, name: str, offset: int, **_: object) -> None:
+        reads.append(offset)
+        raise ServiceError(400, f"output offset {offset} was trimmed; the log starts at 9")
+
+    monkeypatch.setattr(StretchClient, "output", trimmed)
+    with pytest.raises(StretchError, match="trimmed past its end 10 times over"):
+        output_schema(reader_options(sidecar, "racing"))
+    assert reads == [5] * reader_module._SCHEMA_READS
 
 
 def test_a_batch_read_returns_the_uncommitted_rows_with_their_offsets(
