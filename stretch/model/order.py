@@ -27,9 +27,11 @@ _SIGN_MASK = np.int64(0x7FFF_FFFF_FFFF_FFFF)
 def in_stream_order(table: pa.Table) -> pa.Table:
     """``table``'s rows in stream order (``ts``, then content). O(n) if already in it.
 
-    The rows are ordered by ``ts`` (a stable NumPy sort, only if they are not in ``ts``
-    order), then each run of equal ``ts`` by its content in a compiled loop: numbers by
-    int64 keys, strings by comparing the tied rows' UTF-8 bytes in their Arrow buffers.
+    ``ts`` and the leading number columns whose ranges allow it are packed into one int64
+    per row (``_packed_keys``) and the rows sorted by it in one NumPy sort, if they are
+    not in its order already. Columns after those (a string, or a range too wide) order
+    the rows that still tie, in a compiled loop: numbers by int64 keys, strings by
+    comparing the tied rows' UTF-8 bytes in their Arrow buffers.
     """
     ts = table.column(TS).to_numpy()
     if len(ts) < 2:
@@ -37,19 +39,82 @@ def in_stream_order(table: pa.Table) -> pa.Table:
     steps = ts[1:] - ts[:-1]
     if bool(np.all(steps > 0)):
         return table
-    backwards = not bool(np.all(steps >= 0))
-    if not backwards and table.num_columns == 1:
+    if table.num_columns == 1 and bool(np.all(steps >= 0)):
         return table
-    by_ts = np.argsort(ts, kind="stable") if backwards else None
-    if by_ts is not None:
-        ts = ts[by_ts]
-    tied = np.zeros(len(ts), dtype=np.bool_)  # rows that share their ts with a neighbour
-    tied[1:] = ts[1:] == ts[:-1]
-    tied[:-1] |= tied[1:]
-    every = bool(tied.all())
-    rows = np.flatnonzero(tied) if by_ts is None else by_ts[tied]
     names = [name for name in table.column_names if name != TS]
-    keys = np.zeros((len(names), len(ts)), dtype=np.int64)  # only tied rows' keys matter
+    packed, n_packed = _packed_keys(table, ts, names)
+    by = _sorting(packed)
+    if by is not None:
+        packed = packed[by]
+    order = _ties(table, packed, by, names[n_packed:])
+    if len(order):
+        by = order if by is None else by[order]
+    return table if by is None else table.take(pa.array(by))
+
+
+_FEW_RUNS = 64
+"""Rows per descent at or above which packed keys are a few sorted runs to merge."""
+
+
+def _packed_keys(table: pa.Table, ts: np.ndarray, names: list[str]) -> tuple[np.ndarray, int]:
+    """One int64 per row that orders like ``ts`` and the first k columns, and k.
+
+    Each key less its minimum is a digit of a mixed-radix number whose radices are the
+    keys' ranges, so the packing is exact: rows with one number are equal in those
+    columns. Columns are taken while none is a string and the ranges multiply to less
+    than 2**63 (a float's key, its bits, spans more than that unless its values are few).
+    """
+    low = int(ts.min())
+    size = int(ts.max()) - low + 1
+    if size >= 2**63:
+        return ts, 0
+    packed = ts - low
+    for k, name in enumerate(names):
+        column = table.column(name)
+        if pa.types.is_string(column.type):
+            return packed, k
+        key = _key(column, None)
+        low = int(key.min())
+        span = int(key.max()) - low + 1
+        if size * span >= 2**63:
+            return packed, k
+        packed = packed * span + (key - low)
+        size *= span
+    return packed, len(names)
+
+
+def _sorting(packed: np.ndarray) -> np.ndarray | None:
+    """The permutation that sorts ``packed``, or None if it is sorted.
+
+    A few ascending runs (a merge of sorted parts) go through NumPy's stable sort, a
+    timsort that merges them in about one pass; others through its faster quicksort.
+    Rows with one packed key tie, and ``_ties`` orders them.
+    """
+    descents = int(np.count_nonzero(packed[1:] < packed[:-1]))
+    if descents == 0:
+        return None
+    if descents * _FEW_RUNS <= len(packed):
+        return np.argsort(packed, kind="stable")
+    return np.argsort(packed)
+
+
+def _ties(
+    table: pa.Table, packed: np.ndarray, by: np.ndarray | None, names: list[str]
+) -> np.ndarray:
+    """The order of rows with equal ``packed`` keys by the columns ``names`` (empty: as is).
+
+    ``packed`` is sorted; row i of it is ``table``'s row ``by[i]`` (i if ``by`` is None).
+    """
+    if not names:
+        return np.empty(0, dtype=np.int64)
+    tied = np.zeros(len(packed), dtype=np.bool_)  # rows that share their key with a neighbour
+    tied[1:] = packed[1:] == packed[:-1]
+    tied[:-1] |= tied[1:]
+    if not tied.any():
+        return np.empty(0, dtype=np.int64)
+    every = bool(tied.all())
+    rows = np.flatnonzero(tied) if by is None else by[tied]
+    keys = np.zeros((len(names), len(packed)), dtype=np.int64)  # only tied rows' keys matter
     kinds = np.full(len(names), -1, dtype=np.int64)
     texts: list[pa.Array] = []
     for c, name in enumerate(names):
@@ -58,7 +123,7 @@ def in_stream_order(table: pa.Table) -> pa.Table:
             kinds[c] = len(texts)
             if every:  # row r's string is text r
                 texts.append(column.combine_chunks())
-                keys[c] = np.arange(len(ts))
+                keys[c] = np.arange(len(packed))
             else:  # tied row rows[i]'s string is text i
                 texts.append(column.take(pa.array(rows)).combine_chunks())
                 keys[c, rows] = np.arange(len(rows))
@@ -66,15 +131,14 @@ def in_stream_order(table: pa.Table) -> pa.Table:
             keys[c] = _key(column, None)
         else:
             keys[c, rows] = _key(column, rows)
-    if by_ts is not None:
-        # C order, the layout ``stretch warm`` compiles the kernels for: ``keys[:, by_ts]``
+    if by is not None:
+        # C order, the layout ``stretch warm`` compiles the kernels for: ``keys[:, by]``
         # is in Fortran order, and the kernels would compile again for it.
-        keys = np.take(keys, by_ts, axis=1)
+        keys = np.take(keys, by, axis=1)
     offsets, data = _texts(texts, len(rows))
-    order = order_ties_texts(np.ascontiguousarray(ts, dtype=np.int64), keys, kinds, offsets, data)
-    if by_ts is None:
-        return table.take(pa.array(order)) if len(order) else table
-    return table.take(pa.array(by_ts[order] if len(order) else by_ts))
+    return order_ties_texts(
+        np.ascontiguousarray(packed, dtype=np.int64), keys, kinds, offsets, data
+    )
 
 
 def _texts(columns: list[pa.Array], n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -166,7 +166,8 @@ def test_ties_of_an_unsorted_batch_are_ordered_on_c_order_keys(
         return kernel(ts, keys, *rest)
 
     monkeypatch.setattr(order_module, "order_ties_texts", recording)
-    table = pa.table({"ts": [3, 1, 3, 1, 2], "i": [5, 4, 3, 2, 1], "f": [0.5, 0.5, 1.0, 0.0, 2.0]})
+    # rows 0 and 2, and 1 and 3, tie on (ts, i), which pack; the floats do not
+    table = pa.table({"ts": [3, 1, 3, 1, 2], "i": [5, 4, 5, 4, 1], "f": [1.0, 0.5, 0.5, 0.0, 2.0]})
     assert in_stream_order(table).to_pylist() == sorted(
         table.to_pylist(), key=lambda row: (row["ts"], row["i"], row["f"])
     )
@@ -195,3 +196,70 @@ def test_unsigned_and_narrow_columns_order_by_value(
     expected = sorted(table.to_pylist(), key=lambda row: (row["ts"], row["u"], row["n"]))
     for t in (table, pa.concat_tables([table.slice(0, cut), table.slice(cut)])):
         assert in_stream_order(t).to_pylist() == expected
+
+
+NEAR_ONE = [1.0, 1.0 + 2**-52, 1.0 + 2**-51]  # floats whose keys lie 1 apart: they pack
+NUMBERS = st.lists(
+    st.tuples(
+        st.integers(0, 3) | st.integers(-(10**6), 10**6),
+        st.integers(-2, 2),
+        st.sampled_from(NEAR_ONE),
+        st.booleans(),
+    ),
+    max_size=300,
+) | st.lists(  # a huge int or float range: the keys do not pack
+    st.tuples(
+        st.integers(0, 3),
+        st.integers(-2, 2) | st.integers(-(2**63), 2**63 - 1),
+        st.sampled_from([0.0, -0.0, 1.5, float("nan")]) | st.floats(),
+        st.booleans(),
+    ),
+    max_size=300,
+)
+
+
+@given(NUMBERS, st.integers(0, 300), st.booleans())
+def test_numbers_order_alike_packed_or_not(
+    rows: list[tuple[Any, ...]], cut: int, runs: bool
+) -> None:
+    """Tables of numbers only, whose keys pack into one int64 or not (a huge int or float
+    range), shuffled or as two sorted parts: the documented order either way."""
+    names = ["ts", "i", "f", "b"]
+    table = pa.Table.from_pylist(
+        [dict(zip(names, row, strict=True)) for row in rows],
+        pa.schema([("ts", pa.int64()), ("i", pa.int64()), ("f", pa.float64()), ("b", pa.bool_())]),
+    )
+    key = lambda row: (row["ts"], row["i"], _float_key(row["f"]), row["b"])  # noqa: E731
+    if runs:  # two sorted parts, a merge's input: few descents
+        parts = [sorted(table.slice(0, cut).to_pylist(), key=key)]
+        parts.append(sorted(table.slice(cut).to_pylist(), key=key))
+        table = pa.Table.from_pylist(parts[0] + parts[1], table.schema)
+    expected = repr(sorted(table.to_pylist(), key=key))
+    assert repr(in_stream_order(table).to_pylist()) == expected
+    ts_only = table.select(["ts"])
+    assert in_stream_order(ts_only).column("ts").to_pylist() == sorted(ts_only["ts"].to_pylist())
+
+
+def test_numbers_that_pack_skip_the_kernel_and_others_use_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Small int ranges pack into one key (no kernel call); a float range of 2**62 or a
+    text column does not, and goes through the tie kernel."""
+    calls: list[int] = []
+    kernel = order_module.order_ties_texts
+
+    def counting(*args: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        return kernel(*args)
+
+    monkeypatch.setattr(order_module, "order_ties_texts", counting)
+    small = pa.table({"ts": [3, 1, 3, 1], "i": [5, 4, 3, 2], "b": [True, False, True, True]})
+    assert in_stream_order(small).to_pylist() == sorted(
+        small.to_pylist(), key=lambda row: (row["ts"], row["i"], row["b"])
+    )
+    assert calls == []
+    wide = pa.table({"ts": [1, 1, 0], "f": [2.0, 0.0, 1.0]})  # 2.0's bits are 2**62
+    assert in_stream_order(wide)["f"].to_pylist() == [1.0, 0.0, 2.0]
+    text = pa.table({"ts": [1, 1, 0], "s": ["b", "a", "c"]})
+    assert in_stream_order(text)["s"].to_pylist() == ["c", "a", "b"]
+    assert calls == [1, 1]
