@@ -11,8 +11,10 @@ explicit watermark (a heartbeat), whichever is later.
 The rows held are kept as runs, each in stream order. A release sorts only what it frees
 (the freed prefixes of the runs with the new batch) and leaves the rest where it is, so a
 batch costs O((freed + batch) log) however many rows the lateness holds back; the rows of
-the batch that are not freed form a new run. Past ``MAX_RUNS`` runs they are merged into
-one.
+the batch that are not freed form a new run. Past ``MAX_RUNS`` runs the two neighbouring
+runs with the fewest rows between them are merged (``_merge_smallest_pair``): of
+``MAX_RUNS + 1`` runs some neighbouring pair holds at most 1/32 of the rows held, so no
+batch pays for a merge of everything.
 
 Late policy: a batch holding a row older than the released watermark is rejected whole
 (``LateTupleError`` naming the row); nothing of it is kept. The caller counts it.
@@ -34,7 +36,7 @@ from stretch.model.schema import TS
 __all__ = ["MAX_RUNS", "ReorderBuffer"]
 
 MAX_RUNS = 64
-"""Runs held before they are merged into one (a merge of every row held, once per so many)."""
+"""Runs held at most: one more makes two neighbouring runs merge."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +144,7 @@ class ReorderBuffer:
         self.released = max(self.released, watermark)
         parts, kept = [], []
         for run in self._runs:
-            cut = run.cut(self.released)
+            cut = 0 if run.ts[0] >= self.released else run.cut(self.released)
             if cut:
                 parts.append(run.rows.slice(0, cut))
             if cut == 0:
@@ -157,8 +159,16 @@ class ReorderBuffer:
         cut = ordered.cut(self.released)
         if cut < len(ordered):  # the batch's rows still held
             kept.append(_Run(ordered.rows.slice(cut), ordered.ts[cut:]))
-        if len(kept) > MAX_RUNS:
-            kept = [_Run.of(in_stream_order(pa.concat_tables([r.rows for r in kept])))]
+        if len(kept) > MAX_RUNS:  # one release adds at most one run
+            _merge_smallest_pair(kept)
         self._runs = kept
         self._held_rows = sum(len(r) for r in kept)
         return ordered.rows.slice(0, cut) if cut else None
+
+
+def _merge_smallest_pair(runs: list[_Run]) -> None:
+    """Merge, in place, the two neighbouring runs that hold the fewest rows together."""
+    sizes = np.array([len(r) for r in runs])
+    i = int(np.argmin(sizes[:-1] + sizes[1:]))
+    both = pa.concat_tables([runs[i].rows, runs[i + 1].rows])
+    runs[i : i + 2] = [_Run.of(in_stream_order(both).combine_chunks())]

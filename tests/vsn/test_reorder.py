@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from unittest.mock import patch
 
 import numpy as np
 import pyarrow as pa
@@ -15,7 +16,7 @@ from stretch.errors import LateTupleError
 from stretch.model.order import in_stream_order
 from stretch.model.sn import run_sn
 from stretch.operators.catalog import build
-from stretch.vsn import setup
+from stretch.vsn import _reorder, setup
 from stretch.vsn._reorder import MAX_RUNS, ReorderBuffer
 
 
@@ -53,13 +54,18 @@ OPERATIONS = st.lists(
 )
 
 
-@given(OPERATIONS, st.integers(0, 20))
+@given(OPERATIONS, st.integers(0, 20), st.integers(1, 4))
 def test_buffer_equals_a_sorted_list_model(
-    operations: list[tuple[str, object]], lateness: int
+    operations: list[tuple[str, object]], lateness: int, max_runs: int
 ) -> None:
     """Pushes (some late, some far ahead) and heartbeats against a plain list of held rows:
     the same rows freed in the same order, the same rows held, refusals alike, and
-    ``held_after`` predicting the push."""
+    ``held_after`` predicting the push. At most ``max_runs`` runs, so runs merge often."""
+    with patch.object(_reorder, "MAX_RUNS", max_runs):
+        check_against_the_model(operations, lateness)
+
+
+def check_against_the_model(operations: list[tuple[str, object]], lateness: int) -> None:
     buffer = ReorderBuffer(lateness, "s")
     held: list[tuple[int, int]] = []
     released = buffer.released
@@ -90,7 +96,7 @@ def test_buffer_equals_a_sorted_list_model(
 
 
 def test_many_batches_far_ahead_stay_in_runs_and_come_out_in_order() -> None:
-    """A lateness longer than many batches: each batch a run, merged past MAX_RUNS."""
+    """A lateness longer than many batches: each batch a run, neighbours merged past MAX_RUNS."""
     buffer = ReorderBuffer(10_000, "s")
     rng = np.random.default_rng(3)
     everything = []
@@ -99,7 +105,9 @@ def test_many_batches_far_ahead_stay_in_runs_and_come_out_in_order() -> None:
         v = rng.integers(0, 5, 50).tolist()
         everything += list(zip(ts, v, strict=True))
         assert buffer.push(table(ts, v)) is None  # nothing is 10 s old yet
-        assert len(buffer._runs) <= MAX_RUNS
+        assert len(buffer._runs) == min(b + 1, MAX_RUNS)
+        assert max(len(r) for r in buffer._runs) <= max(50, len(buffer) // 16)  # balanced
+        assert all(np.all(np.diff(r.ts) >= 0) for r in buffer._runs)  # each in order
     assert len(buffer) == len(everything)
     assert rows(buffer.advance(1_000)) == sorted(r for r in everything if r[0] < 1_000)
     assert rows(buffer.flush()) == sorted(r for r in everything if r[0] >= 1_000)
