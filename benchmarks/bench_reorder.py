@@ -1,7 +1,7 @@
 """Out-of-order input: what a batch costs to admit against the rows the lateness holds back.
 
 ``forward`` (one source, an int column) takes ``--batches`` batches of ``--batch-rows``
-rows, ``--rows-per-ms`` rows per ms of ``ts``, through ``Pipeline.add``. Three cases,
+rows, ``--rows-per-ms`` rows per ms of ``ts``. Three cases, each three ways (below), all
 interleaved, ``--runs`` times:
 
 * ``sorted_l0``: batches in ``ts`` order, allowed lateness 0: the reorder buffer holds
@@ -11,11 +11,19 @@ interleaved, ``--runs`` times:
 * ``shuffled_late``: the rows shuffled across up to ``--jitter-ms`` (< L), lateness L: what
   a Spark source with ``allowedLatenessMs`` sends.
 
-Reported per case: the median wall time of one ``add`` once the buffer holds its full
-lateness (the last half of the batches), and its ratio to ``sorted_l0``'s: a buffer that
-re-sorted every row it holds at each batch would cost in proportion to L. Also the slowest
-add there (with L, one add in ``MAX_RUNS`` merges the runs held). The three outputs are
-checked equal. Writes ``reorder.json`` and ``reorder.png``.
+Each case runs three ways: ``add``, the pipeline's ``Pipeline.add``, which also checks the
+batch against the source's schema, hands the freed rows to the ESG and shares the cores
+with the instance and the drainer; ``buffer``, the pipeline's ``ReorderBuffer`` alone on
+the same batches; and ``bare``, ``onethread_reorder.Buffer``, the best simple
+single-thread program for the buffer's job (buckets of ``ts``, freed rows sorted once by a
+packed key). ``buffer`` against ``bare`` is the like-for-like comparison.
+
+Reported per case and way: the median wall time of one batch once the buffer holds its
+full lateness (the last half of the batches), its ratio to the same way's ``sorted_l0``
+(a buffer that re-sorted every row it holds at each batch would cost in proportion to L),
+and the slowest batch there (one merge of two runs, past ``MAX_RUNS``). For ``add`` and
+``buffer``, the bare time over theirs. Every output is checked equal to the first.
+Writes ``reorder.json`` and ``reorder.png``.
 """
 
 from __future__ import annotations
@@ -23,15 +31,18 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from _args import non_negative_int, positive_int, prog
 from _util import figure, interleaved, machine, medians, progress, save, write
+from onethread_reorder import Buffer
 
 from stretch.operators.catalog import build
 from stretch.vsn import setup
+from stretch.vsn._reorder import ReorderBuffer
 
 JOIN_TIMEOUT_S = 600.0
 
@@ -70,12 +81,60 @@ def one_run(
     elif not output.equals(first[0]):
         msg = f"the output at lateness {lateness_ms} ms differs from the first run's"
         raise AssertionError(msg)
+    return _timings(took)
+
+
+def one_buffer(
+    args: argparse.Namespace, inputs: list[pa.Table], lateness_ms: int, first: list[pa.Table]
+) -> dict[str, float]:
+    """``one_run`` for the pipeline's reorder buffer alone."""
+    buffer = ReorderBuffer(lateness_ms, "bench")
+    took, out = [], []
+    for batch in inputs:
+        start = time.perf_counter()
+        freed = buffer.push(batch)
+        took.append(time.perf_counter() - start)
+        out.append(freed)
+    out.append(buffer.flush())
+    got = pa.concat_tables([t for t in out if t is not None])
+    if not got.equals(first[0]):
+        msg = f"the buffer's output at lateness {lateness_ms} ms differs from the pipeline's"
+        raise AssertionError(msg)
+    return _timings(took)
+
+
+def one_bare(
+    args: argparse.Namespace, inputs: list[pa.Table], lateness_ms: int, first: list[pa.Table]
+) -> dict[str, float]:
+    """``one_run`` for the bare buffer: push every batch, timing each; check the output."""
+    buffer = Buffer(lateness_ms)
+    took, out = [], []
+    for batch in inputs:
+        start = time.perf_counter()
+        freed = buffer.push(batch.column("ts").to_numpy(), batch.column("v").to_numpy())
+        took.append(time.perf_counter() - start)
+        out.append(freed)
+    out.append(buffer.flush())
+    ts, v = (np.concatenate([o[i] for o in out if o is not None]) for i in (0, 1))
+    want = first[0]
+    if not (np.array_equal(ts, want.column("ts")) and np.array_equal(v, want.column("v"))):
+        msg = f"the bare buffer's output at lateness {lateness_ms} ms differs from the pipeline's"
+        raise AssertionError(msg)
+    return _timings(took)
+
+
+def _timings(took: list[float]) -> dict[str, float]:
+    """The median and slowest batch once the buffer is full (the last half), and the sum."""
     full = took[len(took) // 2 :]
     return {
-        "add_ms": statistics.median(full) * 1e3,
-        "add_max_ms": max(full) * 1e3,
+        "batch_ms": statistics.median(full) * 1e3,
+        "slowest_ms": max(full) * 1e3,
         "seconds": sum(took),
     }
+
+
+WAYS = {"add": one_run, "buffer": one_buffer, "bare": one_bare}
+"""How a batch is taken: by the pipeline, by its reorder buffer alone, by the bare one."""
 
 
 def main() -> None:
@@ -94,18 +153,25 @@ def main() -> None:
     progress(f"{args.batches} batches of {args.batch_rows} rows; lateness holds {held} rows")
     in_order, shuffled = batches(args, False), batches(args, True)
     first: list[pa.Table] = []  # the first run's output, which every run must equal
+    configurations = {
+        "sorted_l0": (in_order, 0),
+        "sorted_late": (in_order, args.lateness_ms),
+        "shuffled_late": (shuffled, args.lateness_ms),
+    }
     samples = interleaved(
         args.runs,
         {
-            "sorted_l0": lambda: one_run(args, in_order, 0, first),
-            "sorted_late": lambda: one_run(args, in_order, args.lateness_ms, first),
-            "shuffled_late": lambda: one_run(args, shuffled, args.lateness_ms, first),
+            f"{way}_{name}": partial(run, args, inputs, lateness, first)
+            for way, run in WAYS.items()
+            for name, (inputs, lateness) in configurations.items()
         },
     )
     summary = {name: medians(runs) for name, runs in samples.items()}
-    base = summary["sorted_l0"]["add_ms"]
-    for case in summary.values():
-        case["over_l0"] = case["add_ms"] / base
+    for name, case in summary.items():
+        way, configuration = name.split("_", 1)
+        case["over_l0"] = case["batch_ms"] / summary[f"{way}_sorted_l0"]["batch_ms"]
+        if way != "bare":
+            case["bare_over_ours"] = summary[f"bare_{configuration}"]["batch_ms"] / case["batch_ms"]
     result: dict[str, Any] = {
         "args": vars(args),
         "machine": machine(),
@@ -114,14 +180,24 @@ def main() -> None:
         "summary": summary,
     }
     write("reorder", result)
-    fig, (ax,) = figure(1, f"one add of {args.batch_rows} rows, {held} rows held back")
-    ax.bar(list(summary), [case["add_ms"] for case in summary.values()])
+    fig, (ax,) = figure(1, f"one batch of {args.batch_rows} rows, {held} rows held back")
+    width = 0.27
+    for w, way in enumerate(WAYS):
+        ax.bar(
+            [c + (w - 1) * width for c in range(len(configurations))],
+            [summary[f"{way}_{name}"]["batch_ms"] for name in configurations],
+            width,
+            label=way,
+        )
+    ax.set_xticks(range(len(configurations)), list(configurations))
     ax.set_ylabel("ms (median, buffer full)")
+    ax.legend()
     path = save(fig, "reorder")
     for name, case in summary.items():
+        versus = f", {case['bare_over_ours']:.2f}x bare" if "bare_over_ours" in case else ""
         print(
-            f"{name:>14}: add {case['add_ms']:.2f} ms ({case['over_l0']:.2f}x sorted_l0), "
-            f"slowest {case['add_max_ms']:.1f} ms"
+            f"{name:>20}: {case['batch_ms']:.2f} ms ({case['over_l0']:.2f}x its L = 0{versus}), "
+            f"slowest {case['slowest_ms']:.1f} ms"
         )
     progress(f"wrote {path}")
 
