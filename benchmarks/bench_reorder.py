@@ -31,8 +31,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +46,7 @@ from stretch.vsn import setup
 from stretch.vsn._reorder import ReorderBuffer
 
 JOIN_TIMEOUT_S = 600.0
+R = TypeVar("R")
 
 
 def batches(args: argparse.Namespace, shuffled: bool) -> list[pa.Table]:
@@ -60,17 +62,22 @@ def batches(args: argparse.Namespace, shuffled: bool) -> list[pa.Table]:
     return [table.slice(i, args.batch_rows) for i in range(0, n, args.batch_rows)]
 
 
-def one_run(
-    args: argparse.Namespace, inputs: list[pa.Table], lateness_ms: int, first: list[pa.Table]
-) -> dict[str, float]:
+def _timed(push: Callable[[pa.Table], R], inputs: list[pa.Table]) -> tuple[list[float], list[R]]:
+    """Call ``push`` on every batch: each call's seconds, and what each returned."""
+    took, out = [], []
+    for batch in inputs:
+        start = time.perf_counter()
+        result = push(batch)
+        took.append(time.perf_counter() - start)
+        out.append(result)
+    return took, out
+
+
+def one_run(inputs: list[pa.Table], lateness_ms: int, first: list[pa.Table]) -> dict[str, float]:
     """Add every batch, timing each; the output must equal the ``first`` run's (kept)."""
     op = build("forward", {"columns": "v:int", "inputs": 1})
     with setup(op, 1, 1, allowed_lateness_ms=lateness_ms) as pipeline:
-        took = []
-        for batch in inputs:
-            start = time.perf_counter()
-            pipeline.add(0, batch)
-            took.append(time.perf_counter() - start)
+        took, _ = _timed(partial(pipeline.add, 0), inputs)
         pipeline.close()
         if not pipeline.join(timeout_s=JOIN_TIMEOUT_S):
             msg = f"the output did not finish in {JOIN_TIMEOUT_S} s"
@@ -84,36 +91,21 @@ def one_run(
     return _timings(took)
 
 
-def one_buffer(
-    args: argparse.Namespace, inputs: list[pa.Table], lateness_ms: int, first: list[pa.Table]
-) -> dict[str, float]:
+def one_buffer(inputs: list[pa.Table], lateness_ms: int, first: list[pa.Table]) -> dict[str, float]:
     """``one_run`` for the pipeline's reorder buffer alone."""
     buffer = ReorderBuffer(lateness_ms, "bench")
-    took, out = [], []
-    for batch in inputs:
-        start = time.perf_counter()
-        freed = buffer.push(batch)
-        took.append(time.perf_counter() - start)
-        out.append(freed)
+    took, out = _timed(buffer.push, inputs)
     out.append(buffer.flush())
-    got = pa.concat_tables([t for t in out if t is not None])
-    if not got.equals(first[0]):
+    if not pa.concat_tables([t for t in out if t is not None]).equals(first[0]):
         msg = f"the buffer's output at lateness {lateness_ms} ms differs from the pipeline's"
         raise AssertionError(msg)
     return _timings(took)
 
 
-def one_bare(
-    args: argparse.Namespace, inputs: list[pa.Table], lateness_ms: int, first: list[pa.Table]
-) -> dict[str, float]:
-    """``one_run`` for the bare buffer: push every batch, timing each; check the output."""
+def one_bare(inputs: list[pa.Table], lateness_ms: int, first: list[pa.Table]) -> dict[str, float]:
+    """``one_run`` for the bare buffer, given each batch's two columns as NumPy arrays."""
     buffer = Buffer(lateness_ms)
-    took, out = [], []
-    for batch in inputs:
-        start = time.perf_counter()
-        freed = buffer.push(batch.column("ts").to_numpy(), batch.column("v").to_numpy())
-        took.append(time.perf_counter() - start)
-        out.append(freed)
+    took, out = _timed(lambda b: buffer.push(b["ts"].to_numpy(), b["v"].to_numpy()), inputs)
     out.append(buffer.flush())
     ts, v = (np.concatenate([o[i] for o in out if o is not None]) for i in (0, 1))
     want = first[0]
@@ -161,7 +153,7 @@ def main() -> None:
     samples = interleaved(
         args.runs,
         {
-            f"{way}_{name}": partial(run, args, inputs, lateness, first)
+            f"{way}_{name}": partial(run, inputs, lateness, first)
             for way, run in WAYS.items()
             for name, (inputs, lateness) in configurations.items()
         },
