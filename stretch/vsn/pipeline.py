@@ -187,6 +187,7 @@ class Pipeline:
         *,
         on_admit: Callable[[pa.Table], None] | None = None,
         bounded: bool = True,
+        watermark: int | None = None,
     ) -> Admission:
         """Admit a batch (any order) to input ``source``; say what was added and dropped.
 
@@ -206,6 +207,8 @@ class Pipeline:
                 raises, nothing is added.
             bounded: Apply the bounds of ``settings`` (False: re-adding rows admitted
                 before, e.g. from a journal).
+            watermark: Then promise no tuple before this ``ts``, as ``watermark()`` does,
+                in the same release of the reorder buffer.
 
         Raises:
             InputError: unknown source.
@@ -236,7 +239,7 @@ class Pipeline:
                 store.reorder.check(ts)
             if on_admit is not None:
                 on_admit(data)
-            self._release(store, store.reorder.push(data))
+            self._release(store, store.reorder.push(data, watermark))
         self._pool.wake_all()
         self._feeder.help(store)
         self._request_compaction()

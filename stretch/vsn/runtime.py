@@ -388,13 +388,14 @@ def _feed(
             ts, m = requests.pop(0)
         for i, stream in enumerate(streams):
             rows = stream.take(ts)
+            # Tell the gate where the source resumes, so the others' tuples get ready.
+            resume = int(stream.ts[0]) if len(stream.ts) else None
             if rows.num_rows:
                 # Unbounded: the output's bound pauses the instances, never the input.
-                pipeline.add(i, rows, bounded=False)
-            # Tell the gate where the source resumes, so the others' tuples get ready.
-            if len(stream.ts):
-                pipeline.watermark(i, int(stream.ts[0]))
-            elif not closed[i]:
+                pipeline.add(i, rows, bounded=False, watermark=resume)
+            elif resume is not None:
+                pipeline.watermark(i, resume)
+            if resume is None and not closed[i]:
                 pipeline.close(i)
                 closed[i] = True
         if m is not None and not all(closed):

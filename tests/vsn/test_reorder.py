@@ -113,6 +113,49 @@ def test_many_batches_far_ahead_stay_in_runs_and_come_out_in_order() -> None:
     assert rows(buffer.flush()) == sorted(r for r in everything if r[0] >= 1_000)
 
 
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.tuples(st.integers(0, 30), st.integers(0, 3)), max_size=8),
+            st.none() | st.integers(-5, 40),
+        ),
+        max_size=12,
+    ),
+    st.integers(0, 20),
+)
+def test_a_push_with_a_watermark_is_a_push_then_an_advance(
+    steps: list[tuple[list[tuple[int, int]], int | None]], lateness: int
+) -> None:
+    """``push(batch, w)`` frees the rows that ``push(batch)`` and ``advance(w)`` free, in
+    order, and leaves the same watermark and rows held; a late batch is refused alike."""
+    one, two = ReorderBuffer(lateness, "s"), ReorderBuffer(lateness, "s")
+    for batch, watermark in steps:
+        base = max(one.released, 0)
+        data = table([base + dt for dt, _ in batch], [v for _, v in batch])
+        freed = rows(one.push(data, watermark))
+        expected = rows(two.push(data))
+        if watermark is not None:
+            expected += rows(two.advance(watermark))
+        assert freed == expected
+        assert one.released == two.released and len(one) == len(two)
+    assert rows(one.flush()) == rows(two.flush())
+
+
+def test_an_add_with_a_watermark_frees_what_it_promises() -> None:
+    """``Pipeline.add(..., watermark=w)``: the rows before w go in at once, even when every
+    row of the batch was dropped as late."""
+    op = build("forward", {"columns": "v:int", "inputs": "1"})
+    with setup(op, 1, 1, allowed_lateness_ms=100) as pipeline:
+        pipeline.add(0, table([5, 1, 300], [0, 1, 2]), watermark=250)
+        assert len(pipeline._sources[0].reorder) == 1  # only ts 300 is held
+        admitted = pipeline.add(0, table([10], [3]), late="drop", watermark=400)
+        assert admitted.dropped == 1 and len(pipeline._sources[0].reorder) == 0
+        pipeline.close()
+        assert pipeline.join(timeout_s=60)
+        out, _ = pipeline.output()
+    assert rows(out) == [(1, 1), (5, 0), (300, 2)]
+
+
 @given(st.lists(st.integers(0, 200), max_size=60), st.integers(1, 6), st.integers(1, 3))
 def test_pipeline_of_shuffled_batches_equals_sn_of_sorted_input(
     ts: list[int], batches: int, parallelism: int
