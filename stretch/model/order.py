@@ -61,8 +61,9 @@ def _packed_keys(table: pa.Table, ts: np.ndarray, names: list[str]) -> tuple[np.
 
     Each key less its minimum is a digit of a mixed-radix number whose radices are the
     keys' ranges, so the packing is exact: rows with one number are equal in those
-    columns. Columns are taken while none is a string and the ranges multiply to less
-    than 2**63 (a float's key, its bits, spans more than that unless its values are few).
+    columns. Integer and boolean columns are taken while the ranges multiply to less than
+    2**63; the first string or float column stops it (a float's key, its bits, spans more
+    than that unless its values are very few).
     """
     low = int(ts.min())
     size = int(ts.max()) - low + 1
@@ -71,7 +72,7 @@ def _packed_keys(table: pa.Table, ts: np.ndarray, names: list[str]) -> tuple[np.
     packed = ts - low
     for k, name in enumerate(names):
         column = table.column(name)
-        if pa.types.is_string(column.type):
+        if not (pa.types.is_integer(column.type) or pa.types.is_boolean(column.type)):
             return packed, k
         key = _key(column, None)
         low = int(key.min())
@@ -105,13 +106,12 @@ def _ties(
 
     ``packed`` is sorted; row i of it is ``table``'s row ``by[i]`` (i if ``by`` is None).
     """
-    if not names:
+    same = packed[1:] == packed[:-1]
+    if not names or not same.any():
         return np.empty(0, dtype=np.int64)
     tied = np.zeros(len(packed), dtype=np.bool_)  # rows that share their key with a neighbour
-    tied[1:] = packed[1:] == packed[:-1]
-    tied[:-1] |= tied[1:]
-    if not tied.any():
-        return np.empty(0, dtype=np.int64)
+    tied[1:] = same
+    tied[:-1] |= same
     every = bool(tied.all())
     rows = np.flatnonzero(tied) if by is None else by[tied]
     keys = np.zeros((len(names), len(packed)), dtype=np.int64)  # only tied rows' keys matter

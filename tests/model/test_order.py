@@ -198,16 +198,16 @@ def test_unsigned_and_narrow_columns_order_by_value(
         assert in_stream_order(t).to_pylist() == expected
 
 
-NEAR_ONE = [1.0, 1.0 + 2**-52, 1.0 + 2**-51]  # floats whose keys lie 1 apart: they pack
+NEAR_ONE = [1.0, 1.0 + 2**-52, 1.0 + 2**-51]  # floats that tie often after (ts, i)
 NUMBERS = st.lists(
     st.tuples(
         st.integers(0, 3) | st.integers(-(10**6), 10**6),
         st.integers(-2, 2),
-        st.sampled_from(NEAR_ONE),
+        st.sampled_from(NEAR_ONE),  # (ts, i) pack; f, then b, order what ties on them
         st.booleans(),
     ),
     max_size=300,
-) | st.lists(  # a huge int or float range: the keys do not pack
+) | st.lists(  # a huge int range: not even (ts, i) packs
     st.tuples(
         st.integers(0, 3),
         st.integers(-2, 2) | st.integers(-(2**63), 2**63 - 1),
@@ -222,7 +222,7 @@ NUMBERS = st.lists(
 def test_numbers_order_alike_packed_or_not(
     rows: list[tuple[Any, ...]], cut: int, runs: bool
 ) -> None:
-    """Tables of numbers only, whose keys pack into one int64 or not (a huge int or float
+    """Tables of numbers only, whose leading int keys pack into one int64 or not (a huge
     range), shuffled or as two sorted parts: the documented order either way."""
     names = ["ts", "i", "f", "b"]
     table = pa.Table.from_pylist(
@@ -243,7 +243,7 @@ def test_numbers_order_alike_packed_or_not(
 def test_numbers_that_pack_skip_the_kernel_and_others_use_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Small int ranges pack into one key (no kernel call); a float range of 2**62 or a
+    """Small int ranges pack into one key (no kernel call); a float column or a
     text column does not, and goes through the tie kernel."""
     calls: list[int] = []
     kernel = order_module.order_ties_texts
@@ -258,7 +258,7 @@ def test_numbers_that_pack_skip_the_kernel_and_others_use_it(
         small.to_pylist(), key=lambda row: (row["ts"], row["i"], row["b"])
     )
     assert calls == []
-    wide = pa.table({"ts": [1, 1, 0], "f": [2.0, 0.0, 1.0]})  # 2.0's bits are 2**62
+    wide = pa.table({"ts": [1, 1, 0], "f": [2.0, 0.0, 1.0]})  # floats do not pack
     assert in_stream_order(wide)["f"].to_pylist() == [1.0, 0.0, 2.0]
     text = pa.table({"ts": [1, 1, 0], "s": ["b", "a", "c"]})
     assert in_stream_order(text)["s"].to_pylist() == ["c", "a", "b"]
