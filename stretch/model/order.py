@@ -29,9 +29,10 @@ def in_stream_order(table: pa.Table) -> pa.Table:
 
     ``ts`` and the leading number columns whose ranges allow it are packed into one int64
     per row (``_packed_keys``) and the rows sorted by it in one NumPy sort, if they are
-    not in its order already. Columns after those (a string, or a range too wide) order
-    the rows that still tie, in a compiled loop: numbers by int64 keys, strings by
-    comparing the tied rows' UTF-8 bytes in their Arrow buffers.
+    not in its order already. The columns after those (from the first string or float
+    column on, or once the ranges no longer fit) order the rows that still tie, in a
+    compiled loop: numbers by int64 keys, strings by comparing the tied rows' UTF-8 bytes
+    in their Arrow buffers.
     """
     ts = table.column(TS).to_numpy()
     if len(ts) < 2:

@@ -91,11 +91,16 @@ class ReorderBuffer:
             return schema.empty_table()
         return pa.concat_tables([r.rows for r in self._runs])
 
-    def held_after(self, ts: NDArray[np.int64]) -> int:
-        """Rows held back after a ``push`` of rows with these ``ts``. O(runs log + len(ts))."""
-        if len(ts) == 0:
+    def held_after(self, ts: NDArray[np.int64], watermark: int | None = None) -> int:
+        """Rows held back after a ``push`` of rows with these ``ts`` (and ``watermark``).
+
+        O(runs log + len(ts)).
+        """
+        released = self.released if watermark is None else max(self.released, watermark)
+        if len(ts) == 0 and released == self.released:
             return self._held_rows
-        released = max(self.released, int(ts.max()) - self.allowed_lateness_ms)
+        if len(ts):
+            released = max(released, int(ts.max()) - self.allowed_lateness_ms)
         return int((ts >= released).sum()) + sum(len(r) - r.cut(released) for r in self._runs)
 
     def check(self, ts: NDArray[np.int64]) -> None:

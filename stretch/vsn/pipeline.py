@@ -227,7 +227,7 @@ class Pipeline:
             self._check_open(store)
             data = conform(table, store.schema, store.where)
             if bounded:
-                self._admit(store, data)
+                self._admit(store, data, watermark)
             ts = data.column(TS).to_numpy()
             dropped = 0
             if late == "drop":
@@ -245,8 +245,10 @@ class Pipeline:
         self._request_compaction()
         return Admission(len(ts), dropped, int(ts.min()) if len(ts) else None)
 
-    def _admit(self, store: SourceStore, data: pa.Table) -> None:
+    def _admit(self, store: SourceStore, data: pa.Table, watermark: int | None) -> None:
         """Refuse a batch that would pass a bound of ``settings`` (the caller holds the lock).
+
+        ``watermark`` is the add's: the rows it frees do not count as held.
 
         Raises:
             CapacityError: rows of earlier batches still wait for ESG_in (with
@@ -276,7 +278,7 @@ class Pipeline:
                 raise CapacityError(msg)
         limit = settings.max_held_rows
         if limit is not None:
-            held = store.reorder.held_after(data.column(TS).to_numpy())
+            held = store.reorder.held_after(data.column(TS).to_numpy(), watermark)
             if held > limit:
                 msg = (
                     f"{store.where}: its reorder buffer would hold {held} rows (limit "

@@ -116,7 +116,7 @@ def test_many_batches_far_ahead_stay_in_runs_and_come_out_in_order() -> None:
 @given(
     st.lists(
         st.tuples(
-            st.lists(st.tuples(st.integers(0, 30), st.integers(0, 3)), max_size=8),
+            st.lists(st.tuples(st.integers(-3, 30), st.integers(0, 3)), max_size=8),
             st.none() | st.integers(-5, 40),
         ),
         max_size=12,
@@ -127,12 +127,22 @@ def test_a_push_with_a_watermark_is_a_push_then_an_advance(
     steps: list[tuple[list[tuple[int, int]], int | None]], lateness: int
 ) -> None:
     """``push(batch, w)`` frees the rows that ``push(batch)`` and ``advance(w)`` free, in
-    order, and leaves the same watermark and rows held; a late batch is refused alike."""
+    order, and leaves the same watermark and rows held, as ``held_after(ts, w)`` predicts;
+    a late batch is refused alike."""
     one, two = ReorderBuffer(lateness, "s"), ReorderBuffer(lateness, "s")
     for batch, watermark in steps:
         base = max(one.released, 0)
         data = table([base + dt for dt, _ in batch], [v for _, v in batch])
+        late = any(base + dt < one.released for dt, _ in batch)
+        predicted = None if late else one.held_after(data["ts"].to_numpy(), watermark)
+        if late:
+            with pytest.raises(LateTupleError):
+                one.push(data, watermark)
+            with pytest.raises(LateTupleError):
+                two.push(data)
+            continue
         freed = rows(one.push(data, watermark))
+        assert predicted == len(one)
         expected = rows(two.push(data))
         if watermark is not None:
             expected += rows(two.advance(watermark))
