@@ -106,6 +106,8 @@ def _ties(
     """The order of rows with equal ``packed`` keys by the columns ``names`` (empty: as is).
 
     ``packed`` is sorted; row i of it is ``table``'s row ``by[i]`` (i if ``by`` is None).
+    Only the rows that tie go to the compiled kernel, their keys gathered in sorted order:
+    equal keys lie side by side, so the kernel reorders within those runs only.
     """
     same = packed[1:] == packed[:-1]
     if not names or not same.any():
@@ -113,33 +115,31 @@ def _ties(
     tied = np.zeros(len(packed), dtype=np.bool_)  # rows that share their key with a neighbour
     tied[1:] = same
     tied[:-1] |= same
-    every = bool(tied.all())
-    rows = np.flatnonzero(tied) if by is None else by[tied]
-    keys = np.zeros((len(names), len(packed)), dtype=np.int64)  # only tied rows' keys matter
+    at = np.flatnonzero(tied)  # their places in sorted order
+    rows = at if by is None else by[at]  # the table's rows there
+    every = len(at) == len(packed)
+    keys = np.empty((len(names), len(at)), dtype=np.int64)
     kinds = np.full(len(names), -1, dtype=np.int64)
     texts: list[pa.Array] = []
     for c, name in enumerate(names):
         column = table.column(name)
-        if pa.types.is_string(column.type):  # the tied rows' strings; a key is its index
+        if pa.types.is_string(column.type):  # a key is its string's index in the texts
             kinds[c] = len(texts)
-            if every:  # row r's string is text r
+            if every:  # text r is the table's row r
                 texts.append(column.combine_chunks())
-                keys[c] = np.arange(len(packed))
-            else:  # tied row rows[i]'s string is text i
+                keys[c] = rows
+            else:  # text i is tied row i's
                 texts.append(column.take(pa.array(rows)).combine_chunks())
-                keys[c, rows] = np.arange(len(rows))
-        elif every:
-            keys[c] = _key(column, None)
+                keys[c] = np.arange(len(at))
         else:
-            keys[c, rows] = _key(column, rows)
-    if by is not None:
-        # C order, the layout ``stretch warm`` compiles the kernels for: ``keys[:, by]``
-        # is in Fortran order, and the kernels would compile again for it.
-        keys = np.take(keys, by, axis=1)
-    offsets, data = _texts(texts, len(rows))
-    return order_ties_texts(
-        np.ascontiguousarray(packed, dtype=np.int64), keys, kinds, offsets, data
-    )
+            keys[c] = _key(column, rows)
+    offsets, data = _texts(texts, len(at))
+    order = order_ties_texts(np.ascontiguousarray(packed[at]), keys, kinds, offsets, data)
+    if not len(order):
+        return order
+    moved = np.arange(len(packed))
+    moved[at] = at[order]
+    return moved
 
 
 def _texts(columns: list[pa.Array], n: int) -> tuple[np.ndarray, np.ndarray]:
