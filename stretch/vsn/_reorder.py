@@ -96,12 +96,16 @@ class ReorderBuffer:
 
         O(runs log + len(ts)).
         """
+        released = self._released_by(ts, watermark)
+        held = int((ts >= released).sum())
+        if released == self.released:  # nothing held is freed
+            return self._held_rows + held
+        return held + sum(len(r) - r.cut(released) for r in self._runs)
+
+    def _released_by(self, ts: NDArray[np.int64], watermark: int | None) -> int:
+        """The released watermark once rows with these ``ts`` (and ``watermark``) are pushed."""
         released = self.released if watermark is None else max(self.released, watermark)
-        if len(ts) == 0 and released == self.released:
-            return self._held_rows
-        if len(ts):
-            released = max(released, int(ts.max()) - self.allowed_lateness_ms)
-        return int((ts >= released).sum()) + sum(len(r) - r.cut(released) for r in self._runs)
+        return released if len(ts) == 0 else max(released, int(ts.max()) - self.allowed_lateness_ms)
 
     def check(self, ts: NDArray[np.int64]) -> None:
         """Refuse rows older than the released watermark. O(len(ts)).
@@ -133,8 +137,7 @@ class ReorderBuffer:
         if len(ts) == 0:
             return None if watermark is None else self.advance(watermark)
         self.check(ts)
-        released = int(ts.max()) - self.allowed_lateness_ms
-        return self._release(released if watermark is None else max(released, watermark), table)
+        return self._release(self._released_by(ts, watermark), table)
 
     def advance(self, watermark: int) -> pa.Table | None:
         """Raise the released watermark (a lower one is ignored); return the rows it frees."""
